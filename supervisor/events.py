@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal, assert_never
 
@@ -148,6 +148,12 @@ class SeqCounter:
     def issued(self) -> int:
         return self._next
 
+    def rewind(self, mark: int) -> None:
+        """Give back numbers taken since ``mark`` (a decode that failed half-way)."""
+        if not 0 <= mark <= self._next:
+            raise ValueError("can only rewind to a number already issued")
+        self._next = mark
+
 
 @dataclass(frozen=True, slots=True)
 class RunStarted:
@@ -250,6 +256,7 @@ class TurnEnded:
     num_turns: int | None = None
     duration_ms: int | None = None
     subtype: str | None = None
+    stop_reason: str | None = None
     type: Literal["turn.ended"] = "turn.ended"
 
 
@@ -263,7 +270,8 @@ class WarningRaised:
 
 @dataclass(frozen=True, slots=True)
 class ErrorReported:
-    """An error the agent reported in its stream. ``kind`` is our classification of it;
+    """An error the agent reported in its stream. ``kind`` is our classification of it, and
+    ``usage_limited`` marks a rate or quota limit (an outcome of its own, not a failure kind);
     ``fatal`` is false for errors the agent says it retries (e.g. "Reconnecting… 1/5")."""
 
     seq: int
@@ -271,6 +279,7 @@ class ErrorReported:
     kind: FailureKind = FailureKind.UNKNOWN
     http_status: int | None = None
     fatal: bool = True
+    usage_limited: bool = False
     type: Literal["error"] = "error"
 
 
@@ -358,7 +367,7 @@ def describe(event: RunEvent) -> str:
         case Unrecognized(reason=reason):
             return f"unrecognized line: {reason}"
         case RunFinished(outcome=outcome):
-            kind = f"/{outcome.failure_kind.value}" if outcome.failure_kind else ""
-            return f"run finished: {outcome.status.value}{kind}"
+            why = f"/{outcome.failure_kind.value}" if outcome.failure_kind else ""
+            return f"run finished: {outcome.status.value}{why}"
         case _:
             assert_never(event)

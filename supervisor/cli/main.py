@@ -1,0 +1,63 @@
+"""``asup``: a thin shell over the library. Parses, renders, decides nothing.
+
+Imports of the heavier modules happen inside the command functions so ``asup --help`` stays
+fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from supervisor import __version__
+
+EXIT_USAGE = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="asup",
+        description="Hand a bounded task to an installed coding CLI and get back a supervised, "
+        "contained, reviewable result.",
+    )
+    p.add_argument("--version", action="version", version=f"asup {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    r = sub.add_parser(
+        "replay",
+        help="decode a recorded transcript offline and print the folded run",
+        description="Decode a recorded stdout transcript (JSON lines) with an agent's codec and "
+        "print the folded run. Exit 0 when it decoded, whatever the run's outcome; 2 on unusable "
+        "input.",
+    )
+    r.add_argument("--agent", required=True, help="agent id, e.g. claude-cli or codex-cli")
+    r.add_argument("transcript", help="path to the transcript (.jsonl); - for standard input")
+    r.add_argument("--exit-code", type=int, default=0, help="the CLI's exit code (default 0)")
+    r.add_argument("--stderr", metavar="FILE", help="a file holding the CLI's stderr tail")
+    r.add_argument("--json", action="store_true", help="print one JSON object")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    if args.command == "replay":
+        from supervisor.cli.replay import run_replay
+
+        return run_replay(
+            agent=args.agent,
+            transcript=args.transcript,
+            exit_code=args.exit_code,
+            stderr_path=args.stderr,
+            as_json=args.json,
+        )
+    parser.error(f"unknown command {args.command!r}")
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -6,9 +6,9 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
-from supervisor.codecs import CODECS, DecodedRun, decode_transcript
+from supervisor.codecs import CODECS, decode_transcript
 
 CHUNK = 1 << 20
 
@@ -24,29 +24,6 @@ def _chunks(stream: BinaryIO) -> Iterator[bytes]:
 def _fail(reason: str) -> int:
     print(f"asup replay: {reason}", file=sys.stderr)
     return 2
-
-
-def replay_dict(agent: str, run: DecodedRun) -> dict[str, Any]:
-    s = run.summary.to_dict()
-    return {
-        "agent": agent,
-        "events": s["events"],
-        "unknown_lines": s["unknown_lines"],
-        "session_id": s["session_id"],
-        "model": s["model"],
-        "final_text": s["final_text"],
-        "outcome": run.outcome.status.value,
-        "failure_kind": run.outcome.failure_kind.value if run.outcome.failure_kind else None,
-        "reason": run.outcome.reason or None,
-        "tool_calls": s["tool_calls"],
-        "file_changes": s["file_changes"],
-        "usage": s["usage"],
-        "cost_usd": s["cost_usd"],
-        "turns": s["turns"],
-        "permission_denials": s["permission_denials"],
-        "errors": s["errors"],
-        "warnings": s["warnings"],
-    }
 
 
 def run_replay(
@@ -82,7 +59,7 @@ def run_replay(
         return _fail(f"{transcript} is a directory; give the path of a .jsonl transcript")
     except OSError as exc:
         return _fail(f"cannot read the transcript {transcript}: {exc.strerror}")
-    data = replay_dict(agent, run)
+    data = run.to_dict()
     if as_json:
         print(json.dumps(data, ensure_ascii=False))
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from supervisor.codecs.base import LineCodec, LineFramer, classify_error_text
 from supervisor.codecs.claude_cli import ClaudeCliCodec
@@ -43,6 +44,30 @@ class DecodedRun:
     events: tuple[RunEvent, ...]
     summary: RunSummary
     outcome: Outcome
+
+    def to_dict(self) -> dict[str, Any]:
+        """The folded run as one JSON-ready object (what ``asup replay --json`` prints)."""
+        s = self.summary.to_dict()
+        kind = self.outcome.failure_kind
+        return {
+            "agent": s["agent"],
+            "events": s["events"],
+            "unknown_lines": s["unknown_lines"],
+            "session_id": s["session_id"],
+            "model": s["model"],
+            "final_text": s["final_text"],
+            "outcome": self.outcome.status.value,
+            "failure_kind": kind.value if kind is not None else None,
+            "reason": self.outcome.reason or None,
+            "tool_calls": s["tool_calls"],
+            "file_changes": s["file_changes"],
+            "usage": s["usage"],
+            "cost_usd": s["cost_usd"],
+            "turns": s["turns"],
+            "permission_denials": s["permission_denials"],
+            "errors": s["errors"],
+            "warnings": s["warnings"],
+        }
 
 
 def decode_transcript(

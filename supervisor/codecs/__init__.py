@@ -31,12 +31,14 @@ CODECS: dict[str, type[LineCodec]] = {
 }
 
 
-def codec_for(agent_id: str, seq: SeqCounter | None = None) -> LineCodec:
+def codec_for(agent_id: str, seq: SeqCounter | None = None, *, cwd: str | None = None) -> LineCodec:
+    """A fresh codec for one run. ``cwd``: the run's working directory, so file paths inside it
+    are reported relative to it (claude also says its cwd in its first event)."""
     try:
         cls = CODECS[agent_id]
     except KeyError:
         raise UnknownAgentError(agent_id) from None
-    return cls(seq)
+    return cls(seq, cwd=cwd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,7 @@ def decode_transcript(
     exit_code: int | None = 0,
     stderr_tail: str = "",
     run_id: str | None = None,
+    cwd: str | None = None,
     keep_events: bool = True,
 ) -> DecodedRun:
     """Decode a recorded stdout transcript offline: run.started, the stream's events, what the
@@ -85,7 +88,7 @@ def decode_transcript(
     ``keep_events=False`` folds as it goes and keeps no events (constant memory for any length).
     """
     seq = SeqCounter()
-    codec = codec_for(agent_id, seq)
+    codec = codec_for(agent_id, seq, cwd=cwd)
     folder = Folder()
     kept: list[RunEvent] = []
     add = folder.add

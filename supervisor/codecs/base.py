@@ -72,8 +72,9 @@ class LineCodec(ABC):
     agent_id: ClassVar[str]
     HANDLERS: ClassVar[dict[str, Callable[[Any, dict[str, Any]], list[RunEvent]]]]
 
-    def __init__(self, seq: SeqCounter | None = None) -> None:
+    def __init__(self, seq: SeqCounter | None = None, *, cwd: str | None = None) -> None:
         self.seq = seq if seq is not None else SeqCounter()
+        self.cwd = cwd.rstrip("/") if cwd else None
         self._framer = LineFramer()
         self._pending: dict[str, ToolCallStarted] = {}
         self._synthetic = 0
@@ -138,6 +139,13 @@ class LineCodec(ABC):
     def _unrecognized(self, line: bytes | str, reason: str) -> Unrecognized:
         raw = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
         return Unrecognized(self.seq(), raw, reason)
+
+    def _relpath(self, path: str) -> str:
+        """A path inside the run's working directory, relative to it; others unchanged."""
+        cwd = self.cwd
+        if cwd and path.startswith(cwd + "/"):
+            return path[len(cwd) + 1 :]
+        return path
 
     def _call_id(self, given: object) -> tuple[str, bool]:
         """The vendor's call id, or a synthetic one unique within this run."""

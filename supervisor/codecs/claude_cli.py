@@ -16,7 +16,6 @@ from supervisor.events import (
     OutcomeStatus,
     PermissionDenied,
     RunEvent,
-    SeqCounter,
     ToolCallFinished,
     TurnEnded,
     Usage,
@@ -113,21 +112,12 @@ class ClaudeCliCodec(LineCodec):
 
     agent_id: ClassVar[str] = "claude-cli"
 
-    def __init__(self, seq: SeqCounter | None = None) -> None:
-        super().__init__(seq)
-        self._cwd: str | None = None
-
-    def _relpath(self, path: str) -> str:
-        cwd = self._cwd
-        if cwd and path.startswith(cwd.rstrip("/") + "/"):
-            return path[len(cwd.rstrip("/")) + 1 :]
-        return path
-
     def _system(self, obj: dict[str, Any]) -> list[RunEvent]:
         sub = obj.get("subtype")
         if sub == "init":
             cwd = obj.get("cwd")
-            self._cwd = cwd if isinstance(cwd, str) else None
+            if self.cwd is None and isinstance(cwd, str) and cwd:
+                self.cwd = cwd.rstrip("/")
             model = obj.get("model")
             return [
                 AgentSessionStarted(

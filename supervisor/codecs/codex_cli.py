@@ -115,8 +115,8 @@ class CodexCliCodec(LineCodec):
 
     agent_id: ClassVar[str] = "codex-cli"
 
-    def __init__(self, seq: SeqCounter | None = None) -> None:
-        super().__init__(seq)
+    def __init__(self, seq: SeqCounter | None = None, *, cwd: str | None = None) -> None:
+        super().__init__(seq, cwd=cwd)
         self._thread: str | None = None
 
     def _thread_started(self, obj: dict[str, Any]) -> list[RunEvent]:
@@ -195,7 +195,7 @@ class CodexCliCodec(LineCodec):
         if itype == "file_change" and status == "completed":
             for change in item["changes"]:
                 kind = _CHANGE_KINDS.get(str(change.get("kind")), "unknown")
-                out.append(FileChanged(self.seq(), str(change["path"]), kind))
+                out.append(FileChanged(self.seq(), self._relpath(str(change["path"])), kind))
         return out
 
     def _turn_completed(self, obj: dict[str, Any]) -> list[RunEvent]:

@@ -17,16 +17,19 @@ implements :class:`WireModule`:
 Faults are applied here, the same for every wire:
 
 - ``http_status``: answer that status with ``error_body`` (``repeat``: the first N requests);
-- ``cut_after_events``: send that many frames, then reset the connection (no terminating chunk);
+- ``cut_after_events``: send that many frames, then end the connection without the terminating
+  chunk (FIN once the frames are out, then a reset);
 - ``stream_error``: rendered by the wire inside the stream; on a non-streaming request it
   becomes an HTTP 500 with ``error_body``.
 
 **Side lane.** Some requests are not part of the conversation the scenario scripts, and must not
-consume its replies. The rule (derived from what Claude Code 2.1.197 sends, see docs/lab.md):
-a ``POST`` whose JSON body has no ``tools`` array, or a ``"max_tokens"`` of 1 (a quota probe), or
-whose path ends in ``/count_tokens`` is a side request; it gets ``side_reply``. Main-lane requests
-of an agent always carry its tool definitions. ``HEAD`` on any path answers 200 with no body;
-``GET`` and unknown ``POST`` paths answer 404 with a small JSON error. Every request is logged in
+consume its replies. The rule, derived from what Claude Code 2.1.197 sends (docs/lab.md): a
+``POST`` whose JSON body has no non-empty ``tools`` array is a side request and gets
+``side_reply``. Claude's session-title request (sent unless non-essential traffic is off, racing
+the first real request) carries ``"tools": []``; every request of an agent's conversation carries
+its tool definitions (the lab always runs agents with tools). ``HEAD`` on any path answers 200
+with no body (claude sends ``HEAD /`` first); ``GET`` and unknown ``POST`` paths answer 404 with
+a small JSON error. Every request is logged in
 :attr:`FakeModelServer.requests` (auth header values redacted) and, with ``log_path``, appended
 to that file as JSON lines.
 """
@@ -48,9 +51,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Protocol, cast
 
+from supervisor.lab.scenarios import get_scenario
 from supervisor.lab.script import Reply, Script, Text
 
 __all__ = [
+    "CUT_DRAIN_S",
     "SIDE_REPLY",
     "WIRES",
     "FakeModelServer",
@@ -73,11 +78,15 @@ class WireModule(Protocol):
 
 WIRES: dict[str, str] = {
     "/v1/messages": "supervisor.lab.wire_anthropic",
-    "/v1/messages/count_tokens": "supervisor.lab.wire_anthropic",
     "/v1/responses": "supervisor.lab.wire_openai",
 }
 
-SIDE_REPLY = Reply((Text("ok"),))
+# JSON text, because the one side request observed (claude's session title) asks for
+# {"title": …} through a JSON-schema output format.
+SIDE_REPLY = Reply((Text('{"title": "Lab session"}'),))
+
+# After a cut, how long to wait for the client to close its end before resetting.
+CUT_DRAIN_S = 2.0
 
 Lane = Literal["main", "side", "none"]
 
@@ -120,12 +129,8 @@ class LoggedRequest:
 
 
 def is_side_request(path: str, body: Any) -> bool:
-    """The side-lane rule (see the module docstring)."""
-    if path.endswith("/count_tokens"):
-        return True
+    """The side-lane rule (see the module docstring): no non-empty ``tools`` array."""
     if not isinstance(body, dict):
-        return True
-    if body.get("max_tokens") == 1:
         return True
     tools = body.get("tools")
     return not (isinstance(tools, list) and tools)
@@ -287,11 +292,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _reset_connection(self) -> None:
-        """Close abruptly: linger 0 turns the close into a TCP reset."""
+        """End the response abruptly: no terminating chunk. The frames already written are
+        delivered first (FIN), then the socket is reset (linger 0 → RST); resetting at once
+        would make the client's kernel drop frames it had not read yet."""
         self.wfile.flush()
-        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock = self.connection
         self.close_connection = True
-        self.connection.close()
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_WR)
+            sock.settimeout(CUT_DRAIN_S)
+            while sock.recv(65536):
+                pass
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
 
 
 class FakeModelServer:
@@ -360,8 +374,6 @@ class FakeModelServer:
 def main(argv: list[str] | None = None) -> int:
     """``python -m supervisor.lab.server --agent claude-cli --scenario read_file``: serve the
     script of one scenario step on 127.0.0.1 until interrupted."""
-    from supervisor.lab.scenarios import get_scenario  # noqa: PLC0415 (keeps import light)
-
     parser = argparse.ArgumentParser(prog="python -m supervisor.lab.server")
     parser.add_argument("--agent", default="claude-cli")
     parser.add_argument("--scenario", required=True)

@@ -79,6 +79,7 @@ class Expect:
     - ``exit_code``: the last invocation's exit code;
     - ``status`` / ``failure_kind``: the outcome a codec must classify the run as;
     - ``tools``: names of the tools the model called, in order, over all steps;
+    - ``failed_tools``: names of the calls whose tool result is an error, in order;
     - ``files``: repo-relative path → change kind vs the base commit; exactly these change;
     - ``final_text_contains``: substrings of the final answer (result text / last message);
     - ``denied_tools``: tool names the CLI must report as permission denials;
@@ -89,6 +90,7 @@ class Expect:
     status: OutcomeStatus
     failure_kind: FailureKind | None = None
     tools: tuple[str, ...] = ()
+    failed_tools: tuple[str, ...] = ()
     files: Mapping[str, FileChangeKind] = field(default_factory=dict)
     final_text_contains: tuple[str, ...] = ()
     denied_tools: tuple[str, ...] = ()

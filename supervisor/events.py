@@ -2,8 +2,10 @@
 
 A run is an ordered stream of :data:`RunEvent` values with a monotonic ``seq`` drawn from one
 per-run :class:`SeqCounter`. ``RunStarted`` opens it and ``RunFinished`` closes it, always last,
-also when the run failed. Events are frozen, slotted dataclasses (cheap to build on the decode hot
-path, compared whole in tests); :func:`event_to_dict` / :func:`event_to_json` serialise them.
+also when the run failed. Events are slotted dataclasses compared whole; they are values, never
+changed once made. They are not ``frozen``: a frozen dataclass costs four times as much to build
+(each field goes through ``object.__setattr__``), and building events is the codecs' hot path
+(see docs/benchmarks.md). :func:`event_to_dict` / :func:`event_to_json` serialise them.
 
 A figure the stream did not report is ``None``, never ``0``: :class:`Usage` adds two ``None``
 figures to ``None`` and a ``None`` to a number as that number.
@@ -100,7 +102,7 @@ def _addf(a: float | None, b: float | None) -> float | None:
     return a + b
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Usage:
     """Token and cost figures. ``None`` means the stream did not report that figure."""
 
@@ -155,7 +157,7 @@ class SeqCounter:
         self._next = mark
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RunStarted:
     seq: int
     agent: str
@@ -163,7 +165,7 @@ class RunStarted:
     type: Literal["run.started"] = "run.started"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AgentSessionStarted:
     """The vendor's own session / thread handle (what resume takes)."""
 
@@ -173,7 +175,7 @@ class AgentSessionStarted:
     type: Literal["agent.session"] = "agent.session"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class MessageEmitted:
     """Text the agent showed: a reply (``thought=False``) or its reasoning (``thought=True``)."""
 
@@ -184,7 +186,7 @@ class MessageEmitted:
     type: Literal["message"] = "message"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolCallStarted:
     """``synthetic_id`` is true when the stream gave no id and the codec made one up."""
 
@@ -196,7 +198,7 @@ class ToolCallStarted:
     type: Literal["tool_call.started"] = "tool_call.started"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolCallFinished:
     seq: int
     call_id: str
@@ -209,7 +211,7 @@ class ToolCallFinished:
 FileChangeKind = Literal["add", "update", "delete", "rename", "unknown"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FileChanged:
     seq: int
     path: str
@@ -220,7 +222,7 @@ class FileChanged:
 UsageScope = Literal["message", "turn", "cumulative"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class UsageReported:
     """Usage as the vendor reported it; the fold decides how figures combine.
 
@@ -236,7 +238,7 @@ class UsageReported:
     type: Literal["usage"] = "usage"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PermissionDenied:
     seq: int
     tool: str
@@ -246,7 +248,7 @@ class PermissionDenied:
     type: Literal["permission.denied"] = "permission.denied"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TurnEnded:
     """One prompt's end as the agent reported it (claude's ``result``, codex's ``turn.*``)."""
 
@@ -260,7 +262,7 @@ class TurnEnded:
     type: Literal["turn.ended"] = "turn.ended"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class WarningRaised:
     seq: int
     message: str
@@ -268,7 +270,7 @@ class WarningRaised:
     type: Literal["warning"] = "warning"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ErrorReported:
     """An error the agent reported in its stream. ``kind`` is our classification of it, and
     ``usage_limited`` marks a rate or quota limit (an outcome of its own, not a failure kind);
@@ -283,7 +285,7 @@ class ErrorReported:
     type: Literal["error"] = "error"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Unrecognized:
     """A line the codec does not know. Counted, never fatal: the drift signal."""
 
@@ -293,7 +295,7 @@ class Unrecognized:
     type: Literal["unrecognized"] = "unrecognized"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RunFinished:
     seq: int
     outcome: Outcome

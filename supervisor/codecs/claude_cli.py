@@ -80,16 +80,19 @@ def _int(value: object) -> int | None:
 
 
 def _usage(raw: object, cost: object = None) -> Usage:
-    u = raw if type(raw) is dict else {}
+    u: dict[str, Any] = raw if type(raw) is dict else {}
+    get = u.get
+    i, o = get("input_tokens"), get("output_tokens")
+    cr, cw = get("cache_read_input_tokens"), get("cache_creation_input_tokens")
     c = float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
     return Usage(
-        input_tokens=_int(u.get("input_tokens")),
-        output_tokens=_int(u.get("output_tokens")),
-        cache_read_tokens=_int(u.get("cache_read_input_tokens")),
-        cache_write_tokens=_int(u.get("cache_creation_input_tokens")),
-        reasoning_tokens=None,
-        cost=c,
-        currency="USD" if c is not None else None,
+        i if type(i) is int else None,
+        o if type(o) is int else None,
+        cr if type(cr) is int else None,
+        cw if type(cw) is int else None,
+        None,  # claude reports no reasoning-token figure
+        c,
+        "USD" if c is not None else None,
     )
 
 
@@ -111,6 +114,8 @@ class ClaudeCliCodec(LineCodec):
     """
 
     agent_id: ClassVar[str] = "claude-cli"
+    _usage_mid: str | None = None
+    _usage_seen: dict[str, Any] | None = None
 
     def _system(self, obj: dict[str, Any]) -> list[RunEvent]:
         sub = obj.get("subtype")
@@ -158,7 +163,13 @@ class ClaudeCliCodec(LineCodec):
             status = _int(obj.get("api_error_status"))
             out.append(self._error(f"{text} [{error}]", status))
         usage = msg.get("usage")
-        if type(usage) is dict and msg.get("model") != "<synthetic>":
+        # Each content block of a message repeats the message's usage: report it once.
+        if (
+            type(usage) is dict
+            and msg.get("model") != "<synthetic>"
+            and (mid is None or mid != self._usage_mid or usage != self._usage_seen)
+        ):
+            self._usage_mid, self._usage_seen = mid, usage
             out.append(UsageReported(self.seq(), _usage(usage), "message", mid))
         return out
 

@@ -5,8 +5,14 @@ Codex 0.171.0 offers the model these tools (among others): ``exec_command`` (a f
 commands and for reading files, and ``apply_patch`` (a *freeform* custom tool whose input is the
 raw patch text: ``*** Begin Patch`` … ``*** End Patch``) for writing and editing files. Paths in a
 patch are relative to the cwd (the repo) or absolute. Write scenarios run ``-s workspace-write``
-(``Mode.WORKTREE_WRITE``); the rest read-only. See docs/lab-codex.md for what each recording
-shows.
+(``Mode.WORKTREE_WRITE``); the rest read-only.
+
+The stream never names the model's tools: an ``exec_command`` call shows as a
+``command_execution`` item, an ``apply_patch`` call as a ``file_change`` item. ``Expect.tools``
+and ``failed_tools`` are therefore in the stream's vocabulary (what a correct decode yields);
+:data:`MODEL_TOOLS` maps them back. Some calls leave no item at all (a command whose sandbox
+could not start, a patch rejected for its path): they are absent from ``tools``. See
+docs/lab-codex.md for what each recording shows.
 """
 
 from __future__ import annotations
@@ -16,10 +22,14 @@ from supervisor.lab.scenarios import Expect, Scenario, Step
 from supervisor.lab.script import Reply, Text, Thinking, ToolCall
 from supervisor.registry import Mode
 
-__all__ = ["CUT_MID_TOOL_CALL_REPLY", "SCENARIOS"]
+__all__ = ["CUT_MID_TOOL_CALL_REPLY", "MODEL_TOOLS", "SCENARIOS"]
 
 EXEC = "exec_command"
 PATCH = "apply_patch"
+# the stream's item type for each tool of the model
+COMMAND = "command_execution"
+FILE_CHANGE = "file_change"
+MODEL_TOOLS = {COMMAND: EXEC, FILE_CHANGE: PATCH}
 
 README = "# Demo project\n\nA tiny project the lab runs agents in.\n"
 NOTES = "alpha\nbeta\ngamma\n"
@@ -70,7 +80,7 @@ _SCENARIOS = (
         expect=Expect(
             0,
             OutcomeStatus.COMPLETED,
-            tools=(EXEC,),
+            tools=(COMMAND,),
             final_text_contains=("tiny demo project",),
         ),
     ),
@@ -90,7 +100,7 @@ _SCENARIOS = (
         expect=Expect(
             0,
             OutcomeStatus.COMPLETED,
-            tools=(PATCH,),
+            tools=(FILE_CHANGE,),
             files={"hello.txt": "add"},
             final_text_contains=("Created hello.txt.",),
         ),
@@ -118,7 +128,7 @@ _SCENARIOS = (
         expect=Expect(
             0,
             OutcomeStatus.COMPLETED,
-            tools=(EXEC, PATCH),
+            tools=(COMMAND, FILE_CHANGE),
             files={"notes.txt": "update"},
             final_text_contains=("BETA",),
         ),
@@ -138,7 +148,8 @@ _SCENARIOS = (
         expect=Expect(
             0,
             OutcomeStatus.COMPLETED,
-            tools=(EXEC,),
+            tools=(COMMAND,),
+            failed_tools=(COMMAND,),
             final_text_contains=("does not exist",),
         ),
     ),
@@ -170,7 +181,7 @@ _SCENARIOS = (
         expect=Expect(
             0,
             OutcomeStatus.COMPLETED,
-            tools=(EXEC,),
+            tools=(COMMAND,),
             files={"build.log": "add"},
             final_text_contains=("build.log",),
             absent_paths=("<outside>/escape.txt",),
@@ -246,10 +257,31 @@ _SCENARIOS = (
         expect=Expect(1, OutcomeStatus.FAILED, FailureKind.SERVER_ERROR),
     ),
     Scenario(
+        name="stream_overloaded",
+        description=(
+            "The stream ends with response.failed (code server_is_overloaded, the script's "
+            "overloaded_error); codex replaces the server's message with its own."
+        ),
+        steps=(
+            Step(
+                "Say hello.",
+                (
+                    Reply(
+                        (Text("Starting."),),
+                        stream_error="overloaded_error",
+                        error_message="lab: overloaded",
+                    ),
+                ),
+            ),
+        ),
+        expect=Expect(1, OutcomeStatus.FAILED, FailureKind.OVERLOADED),
+    ),
+    Scenario(
         name="sandbox_unavailable",
         description=(
-            "CODEX_HOME under $TMPDIR: codex refuses to create its helper binaries, the "
-            "sandboxed command and the patch fail, and the run still exits 0."
+            "CODEX_HOME under $TMPDIR: codex refuses to create its helper binaries (a WARNING "
+            "on stderr); the sandboxed command fails without any stream item, the patch's "
+            "file_change item fails, and the run still exits 0."
         ),
         mode=Mode.WORKTREE_WRITE,
         env={"CODEX_HOME": "<tmp>/codex-home"},
@@ -267,7 +299,8 @@ _SCENARIOS = (
             0,
             OutcomeStatus.FAILED,
             FailureKind.SANDBOX_UNAVAILABLE,
-            tools=(EXEC, PATCH),
+            tools=(FILE_CHANGE,),
+            failed_tools=(FILE_CHANGE,),
             absent_paths=("<repo>/made.txt", "<repo>/p.txt"),
         ),
     ),
@@ -290,7 +323,6 @@ _SCENARIOS = (
         expect=Expect(
             0,
             OutcomeStatus.DENIED,
-            tools=(PATCH,),
             denied_tools=(PATCH,),
             absent_paths=("<outside>/escape.txt",),
         ),

@@ -33,7 +33,15 @@ from supervisor.events import (
 )
 from supervisor.summary import RunSummary
 
-__all__ = ["LineCodec", "LineFramer", "classify_error_text", "failure_outcome", "pending_cut"]
+__all__ = [
+    "LineCodec",
+    "LineFramer",
+    "classify_error_text",
+    "completed_or_denied",
+    "failure_outcome",
+    "parse_line",
+    "pending_cut",
+]
 
 
 def parse_line(line: bytes | str) -> object:
@@ -205,7 +213,7 @@ _ERROR_RULES: tuple[tuple[re.Pattern[str], FailureKind | None], ...] = (
         FailureKind.AUTH,
     ),
     (re.compile(r"\b429\b|rate[ _-]?limit|usage[ _-]?limit|quota|too many requests", re.I), None),
-    (re.compile(r"\b529\b|overloaded", re.I), FailureKind.OVERLOADED),
+    (re.compile(r"\b529\b|overloaded|at capacity", re.I), FailureKind.OVERLOADED),
     (
         re.compile(
             r"stream disconnected|closed mid-response|connection closed|stream (was )?cut|"
@@ -290,3 +298,16 @@ def pending_cut(summary: RunSummary) -> Outcome | None:
     if cuts:
         return Outcome.failed(FailureKind.STREAM_CUT, cuts[-1].message)
     return None
+
+
+def completed_or_denied(summary: RunSummary) -> Outcome:
+    """A run the agent finished: ``completed``, or ``denied`` when it was refused actions it
+    asked for (a headless run cannot ask, so a denied action means the task was not done as
+    asked). The reason names each denied action."""
+    if not summary.permission_denials:
+        return Outcome(OutcomeStatus.COMPLETED)
+    named = "; ".join(
+        f"{d.tool} {d.path or d.detail or d.call_id or ''}".strip()
+        for d in summary.permission_denials
+    )
+    return Outcome(OutcomeStatus.DENIED, None, f"denied: {named}")

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from supervisor.codecs.base import LineCodec, failure_outcome, pending_cut
+from supervisor.codecs.base import LineCodec, completed_or_denied, failure_outcome, pending_cut
 from supervisor.events import (
     AgentSessionStarted,
     FailureKind,
@@ -279,4 +279,4 @@ class ClaudeCliCodec(LineCodec):
             return failure_outcome(
                 summary, exit_code, stderr_tail, "claude reported success but exited non-zero"
             )
-        return Outcome(OutcomeStatus.COMPLETED)
+        return completed_or_denied(summary)

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from supervisor.codecs.base import LineCodec, failure_outcome, pending_cut
+from supervisor.codecs.base import LineCodec, completed_or_denied, failure_outcome, pending_cut
 from supervisor.events import (
     AgentSessionStarted,
     ErrorReported,
@@ -16,7 +16,6 @@ from supervisor.events import (
     FileChangeKind,
     MessageEmitted,
     Outcome,
-    OutcomeStatus,
     PermissionDenied,
     RunEvent,
     SeqCounter,
@@ -79,6 +78,12 @@ _CHANGE_KINDS: dict[str, FileChangeKind] = {
 _TOOL_ITEMS = frozenset({"command_execution", "mcp_tool_call", "web_search", "file_change"})
 _QUIET_ITEMS = frozenset({"todo_list"})
 _RECONNECTING = re.compile(r"^Reconnecting\b", re.I)
+# codex words both a cut connection and a response the server marked failed as
+# "stream disconnected before completion: <detail>"; only a transport detail is a cut.
+_DISCONNECTED = re.compile(r"^stream disconnected before completion:\s*(?P<detail>.*)$", re.S)
+_TRANSPORT = re.compile(
+    r"^(Transport error|error decoding response body|connection|idle timeout|stream closed)", re.I
+)
 _SANDBOX_BROKEN = re.compile(
     r"Refusing to create helper binaries under temporary dir|"
     r"sandbox (?:helper )?(?:could not|failed to) start|bwrap: |landlock|seccomp",
@@ -210,11 +215,21 @@ class CodexCliCodec(LineCodec):
         error = obj.get("error")
         message = error.get("message") if type(error) is dict else None
         text = message if isinstance(message, str) else "codex reported a failed turn"
-        return [self._error(text), self._turn_ended(TurnEnded(self.seq(), False, None, 1))]
+        return [self._codex_error(text), self._turn_ended(TurnEnded(self.seq(), False, None, 1))]
+
+    def _codex_error(self, message: str, *, fatal: bool = True) -> ErrorReported:
+        m = _DISCONNECTED.match(message)
+        if m is None or _TRANSPORT.match(m["detail"]):
+            return self._error(message, fatal=fatal)
+        # The server failed the response in-stream: classify its message like an HTTP error;
+        # a failure it gives no recognisable reason for is the server's.
+        ev = self._error(m["detail"], fatal=fatal)
+        kind = FailureKind.SERVER_ERROR if ev.kind is FailureKind.UNKNOWN else ev.kind
+        return ErrorReported(ev.seq, message, kind, None, fatal, ev.usage_limited)
 
     def _error_event(self, obj: dict[str, Any]) -> list[RunEvent]:
         message = str(obj["message"])
-        return [self._error(message, fatal=not _RECONNECTING.match(message))]
+        return [self._codex_error(message, fatal=not _RECONNECTING.match(message))]
 
     HANDLERS: ClassVar[dict[str, Callable[[Any, dict[str, Any]], list[RunEvent]]]] = {
         "thread.started": _thread_started,
@@ -262,4 +277,4 @@ class CodexCliCodec(LineCodec):
             return failure_outcome(
                 summary, exit_code, stderr_tail, "codex completed its turn but exited non-zero"
             )
-        return Outcome(OutcomeStatus.COMPLETED)
+        return completed_or_denied(summary)

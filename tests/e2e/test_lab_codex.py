@@ -5,7 +5,8 @@ Each scenario runs in its own network namespace (only loopback) through the reco
 on disk (git status of the scratch repo, paths that must stay absent), the final agent message,
 the tool items of the stream (``command_execution`` / ``file_change``, with their status), and
 that codex executed every tool call the model completed and answered it back (from the fake
-server's request log).
+server's request log). Then the live stdout goes through the codec and the shared scenario check
+(:func:`~supervisor.lab.expect.scenario_mismatches`), as the replay suite does for recordings.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from typing import Any
 
 import pytest
 
+from supervisor.codecs import decode_transcript
 from supervisor.lab.agents.codex import CodexLab
+from supervisor.lab.expect import scenario_mismatches
 from supervisor.lab.recorder import RecordedRun, run_scenario
 from supervisor.lab.scenarios import Scenario, scenarios_for
 from supervisor.lab.scenarios.codex import MODEL_TOOLS
@@ -208,3 +211,9 @@ def test_codex_scenario(name: str, tmp_path: Path) -> None:
     check = EXTRA_CHECKS.get(name)
     if check is not None:
         check(run)
+
+    decoded = [
+        decode_transcript(AGENT, out, exit_code=meta["exit_code"], stderr_tail=meta["stderr_tail"])
+        for out, meta in zip(run.step_stdouts, run.meta["steps"], strict=True)
+    ]
+    assert scenario_mismatches(run.meta["expect"], decoded) == []

@@ -17,8 +17,8 @@ implements :class:`WireModule`:
 Faults are applied here, the same for every wire:
 
 - ``http_status``: answer that status with ``error_body`` (``repeat``: the first N requests);
-- ``cut_after_events``: send that many frames, then end the connection without the terminating
-  chunk (FIN once the frames are out, then a reset);
+- ``cut_after_events``: send that many frames, pause briefly, then end the connection without
+  the terminating chunk (FIN, then a reset); on a non-streaming request, no answer at all;
 - ``stream_error``: rendered by the wire inside the stream; on a non-streaming request it
   becomes an HTTP 500 with ``error_body``.
 
@@ -44,6 +44,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -56,6 +57,7 @@ from supervisor.lab.script import Reply, Script, Text
 
 __all__ = [
     "CUT_DRAIN_S",
+    "CUT_PAUSE_S",
     "SIDE_REPLY",
     "WIRES",
     "FakeModelServer",
@@ -85,6 +87,10 @@ WIRES: dict[str, str] = {
 # {"title": …} through a JSON-schema output format.
 SIDE_REPLY = Reply((Text('{"title": "Lab session"}'),))
 
+# Before a cut, how long the frames already sent get to be read and handled: without a pause,
+# frames and the end of the connection can arrive together and a client (Bun's fetch in claude)
+# may drop the frames it had not handed on yet, so what the CLI shows would depend on timing.
+CUT_PAUSE_S = 0.3
 # After a cut, how long to wait for the client to close its end before resetting.
 CUT_DRAIN_S = 2.0
 
@@ -292,10 +298,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _reset_connection(self) -> None:
-        """End the response abruptly: no terminating chunk. The frames already written are
-        delivered first (FIN), then the socket is reset (linger 0 → RST); resetting at once
-        would make the client's kernel drop frames it had not read yet."""
+        """End the response abruptly: no terminating chunk. After a pause (:data:`CUT_PAUSE_S`)
+        the write side is shut (FIN), then the socket is reset (linger 0 → RST); resetting at
+        once would make the client's kernel drop frames it had not read yet."""
         self.wfile.flush()
+        time.sleep(CUT_PAUSE_S)
         sock = self.connection
         self.close_connection = True
         with contextlib.suppress(OSError):
@@ -347,7 +354,10 @@ class FakeModelServer:
     def start(self) -> FakeModelServer:
         if self._thread is None:
             self._thread = threading.Thread(
-                target=self._httpd.serve_forever, name="fake-model-server", daemon=True
+                target=self._httpd.serve_forever,
+                kwargs={"poll_interval": 0.05},
+                name="fake-model-server",
+                daemon=True,
             )
             self._thread.start()
         return self

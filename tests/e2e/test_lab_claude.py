@@ -4,7 +4,9 @@ Each scenario runs in its own network namespace (only loopback) through the reco
 :func:`~supervisor.lab.recorder.run_scenario`. Checked without any codec: exit codes, what landed
 on disk (git status of the scratch repo, file contents, paths that must stay absent, an empty
 ``outside/``), the final ``result`` line, and which tool calls claude executed and answered back
-to the model (from the fake server's request log).
+to the model (from the fake server's request log). Then the live stdout goes through the codec
+and the shared scenario check (:func:`~supervisor.lab.expect.scenario_mismatches`), as the replay
+suite does for recordings.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from typing import Any
 
 import pytest
 
+from supervisor.codecs import decode_transcript
 from supervisor.lab.agents.claude import ClaudeLab
+from supervisor.lab.expect import scenario_mismatches
 from supervisor.lab.recorder import RecordedRun, run_scenario
 from supervisor.lab.scenarios import scenarios_for
 
@@ -203,3 +207,9 @@ def test_claude_scenario(name: str, tmp_path: Path) -> None:
     check = EXTRA_CHECKS.get(name)
     if check is not None:
         check(run)
+
+    decoded = [
+        decode_transcript(AGENT, out, exit_code=meta["exit_code"], stderr_tail=meta["stderr_tail"])
+        for out, meta in zip(run.step_stdouts, run.meta["steps"], strict=True)
+    ]
+    assert scenario_mismatches(run.meta["expect"], decoded) == []

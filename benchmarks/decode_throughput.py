@@ -56,7 +56,9 @@ def _blocks(path: Path):  # type: ignore[no-untyped-def]
 
 
 def child(mode: str, agent: str, path: Path) -> dict[str, float | int]:
-    """Runs in a fresh process: one measurement."""
+    """Runs in a fresh process: one measurement (imports happen before the clock starts)."""
+    from supervisor.codecs import decode_transcript
+
     start = time.perf_counter()
     if mode == "baseline":
         loads = json.loads
@@ -74,8 +76,6 @@ def child(mode: str, agent: str, path: Path) -> dict[str, float | int]:
             loads(rest)
         count = lines
     else:
-        from supervisor.codecs import decode_transcript
-
         run = decode_transcript(agent, _blocks(path), exit_code=0, keep_events=False)
         count = run.summary.events
     elapsed = time.perf_counter() - start
@@ -100,7 +100,9 @@ def main() -> int:
     parser.add_argument("--sizes", default="1,200", help="transcript sizes in MB")
     parser.add_argument("--agents", default="claude-cli,codex-cli")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--child", nargs=3, metavar=("MODE", "AGENT", "PATH"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--child", nargs=3, metavar=("MODE", "AGENT", "PATH"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.child:
         mode, agent, path = args.child

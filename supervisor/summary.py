@@ -5,10 +5,17 @@ Usage figures combine by the scope the codec attached to them (see
 replaces), per-turn figures add up, cumulative figures keep the last value per key. When a stream
 reports both per-turn totals and per-message figures, the turn totals are authoritative (they are
 what the vendor bills); cumulative figures win over both.
+
+Memory stays flat however long the stream: per-message usage is kept for a window of recent
+messages (older ones are added into a running total), only the last turn result is kept, and
+the lists a summary names items in keep at most :data:`DETAIL_CAP` entries each (the first tool
+calls and denials, the last errors and warnings), with exact totals beside them. The raw
+transcript keeps everything.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +38,10 @@ from supervisor.events import (
     WarningRaised,
 )
 
-__all__ = ["Folder", "RunSummary", "ToolCallSummary", "fold"]
+__all__ = ["DETAIL_CAP", "Folder", "RunSummary", "ToolCallSummary", "fold"]
+
+DETAIL_CAP = 1000
+_USAGE_WINDOW = 64
 
 
 @dataclass(slots=True)
@@ -53,12 +63,14 @@ class RunSummary:
     file_changes: tuple[tuple[str, FileChangeKind], ...]
     usage: Usage
     turns: int | None
-    turn_results: tuple[TurnEnded, ...]
+    last_turn: TurnEnded | None
+    turn_count: int
     permission_denials: tuple[PermissionDenied, ...]
     errors: tuple[ErrorReported, ...]
     warnings: tuple[WarningRaised, ...]
     unknown_lines: int
     unknown_samples: tuple[str, ...]
+    omitted: dict[str, int] = field(default_factory=dict)
 
     @property
     def pending_calls(self) -> tuple[ToolCallSummary, ...]:
@@ -67,10 +79,6 @@ class RunSummary:
     @property
     def fatal_errors(self) -> tuple[ErrorReported, ...]:
         return tuple(e for e in self.errors if e.fatal)
-
-    @property
-    def last_turn(self) -> TurnEnded | None:
-        return self.turn_results[-1] if self.turn_results else None
 
     def to_dict(self) -> dict[str, Any]:
         u = self.usage
@@ -103,6 +111,7 @@ class RunSummary:
                 {"message": e.message, "kind": e.kind.value, "fatal": e.fatal} for e in self.errors
             ],
             "warnings": [w.message for w in self.warnings],
+            "omitted": dict(self.omitted),
         }
 
 
@@ -118,14 +127,20 @@ class Folder:
     turn_text: str | None = None
     calls: dict[str, ToolCallSummary] = field(default_factory=dict)
     files: dict[str, FileChangeKind] = field(default_factory=dict)
+    calls_omitted: int = 0
     msg_usage: dict[str, Usage] = field(default_factory=dict)
+    msg_usage_closed: Usage = field(default_factory=Usage)
     turn_usage: Usage | None = None
     cumulative_usage: dict[str, Usage] = field(default_factory=dict)
     turns: int | None = None
-    turn_results: list[TurnEnded] = field(default_factory=list)
+    last_turn: TurnEnded | None = None
+    turn_count: int = 0
     denials: list[PermissionDenied] = field(default_factory=list)
-    errors: list[ErrorReported] = field(default_factory=list)
-    warnings: list[WarningRaised] = field(default_factory=list)
+    denials_omitted: int = 0
+    errors: deque[ErrorReported] = field(default_factory=lambda: deque(maxlen=DETAIL_CAP))
+    errors_seen: int = 0
+    warnings: deque[WarningRaised] = field(default_factory=lambda: deque(maxlen=DETAIL_CAP))
+    warnings_seen: int = 0
     unknown: int = 0
     unknown_samples: list[str] = field(default_factory=list)
 
@@ -140,14 +155,17 @@ class Folder:
             self.last_message = ev.text
 
     def _call_started(self, ev: ToolCallStarted) -> None:
-        self.calls[ev.call_id] = ToolCallSummary(ev.call_id, ev.name, None, ev.synthetic_id)
+        if ev.call_id in self.calls or len(self.calls) < DETAIL_CAP:
+            self.calls[ev.call_id] = ToolCallSummary(ev.call_id, ev.name, None, ev.synthetic_id)
+        else:
+            self.calls_omitted += 1
 
     def _call_finished(self, ev: ToolCallFinished) -> None:
         call = self.calls.get(ev.call_id)
-        if call is None:
-            self.calls[ev.call_id] = ToolCallSummary(ev.call_id, "unknown", ev.ok)
-        else:
+        if call is not None:
             call.ok = ev.ok
+        elif len(self.calls) < DETAIL_CAP:
+            self.calls[ev.call_id] = ToolCallSummary(ev.call_id, "unknown", ev.ok)
 
     def _file(self, ev: FileChanged) -> None:
         previous = self.files.get(ev.path)
@@ -160,20 +178,26 @@ class Folder:
             self.model = ev.model
 
     def _turn(self, ev: TurnEnded) -> None:
-        self.turn_results.append(ev)
+        self.last_turn = ev
+        self.turn_count += 1
         if ev.final_text is not None:
             self.turn_text = ev.final_text
         if ev.num_turns is not None:
             self.turns = (self.turns or 0) + ev.num_turns
 
     def _denied(self, ev: PermissionDenied) -> None:
-        self.denials.append(ev)
+        if len(self.denials) < DETAIL_CAP:
+            self.denials.append(ev)
+        else:
+            self.denials_omitted += 1
 
     def _error(self, ev: ErrorReported) -> None:
         self.errors.append(ev)
+        self.errors_seen += 1
 
     def _warning(self, ev: WarningRaised) -> None:
         self.warnings.append(ev)
+        self.warnings_seen += 1
 
     def _unknown(self, ev: Unrecognized) -> None:
         self.unknown += 1
@@ -185,7 +209,12 @@ class Folder:
 
     def _usage(self, ev: UsageReported) -> None:
         if ev.scope == "message":
-            self.msg_usage[ev.key or f"#{len(self.msg_usage)}"] = ev.usage
+            window = self.msg_usage
+            key = ev.key or f"#{self.events}"
+            if key not in window and len(window) >= _USAGE_WINDOW:
+                oldest = next(iter(window))
+                self.msg_usage_closed = self.msg_usage_closed + window.pop(oldest)
+            window[key] = ev.usage
         elif ev.scope == "turn":
             self.turn_usage = ev.usage if self.turn_usage is None else self.turn_usage + ev.usage
         else:
@@ -199,6 +228,7 @@ class Folder:
         elif self.turn_usage is not None:
             total = self.turn_usage
         else:
+            total = self.msg_usage_closed
             for u in self.msg_usage.values():
                 total = total + u
         return total
@@ -218,12 +248,23 @@ class Folder:
             file_changes=tuple(self.files.items()),
             usage=self.total_usage(),
             turns=self.turns,
-            turn_results=tuple(self.turn_results),
+            last_turn=self.last_turn,
+            turn_count=self.turn_count,
             permission_denials=tuple(self.denials),
             errors=tuple(self.errors),
             warnings=tuple(self.warnings),
             unknown_lines=self.unknown,
             unknown_samples=tuple(self.unknown_samples),
+            omitted={
+                name: n
+                for name, n in (
+                    ("tool_calls", self.calls_omitted),
+                    ("permission_denials", self.denials_omitted),
+                    ("errors", self.errors_seen - len(self.errors)),
+                    ("warnings", self.warnings_seen - len(self.warnings)),
+                )
+                if n
+            },
         )
 
 

@@ -69,6 +69,7 @@ class DecodedRun:
             "permission_denials": s["permission_denials"],
             "errors": s["errors"],
             "warnings": s["warnings"],
+            "omitted": s["omitted"],
         }
 
 

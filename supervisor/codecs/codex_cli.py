@@ -49,13 +49,12 @@ def build_argv(
     config: tuple[str, ...] = (),
     binary: str = "codex",
 ) -> list[str]:
-    """``codex exec --json`` (or ``codex exec resume <thread> …``). ``config`` items become
-    ``-c key=value`` overrides; ``--strict-config`` makes an unknown key an error instead of a
-    warning. stdin must be /dev/null (an open pipe makes codex wait for EOF)."""
-    argv = [binary, "exec"]
-    if resume is not None:
-        argv += ["resume", resume]
-    argv += ["--json", "--strict-config", "--skip-git-repo-check"]
+    """``codex exec --json …`` (with ``resume <thread> <prompt>`` last for a follow-up).
+    ``config`` items become ``-c key=value`` overrides; ``--strict-config`` makes an unknown key
+    an error instead of a warning. Every ``exec`` option goes before ``resume``: the ``resume``
+    subcommand has no ``-s``, and a follow-up re-asserts the same flags as the first turn.
+    stdin must be /dev/null (an open pipe makes codex wait for EOF)."""
+    argv = [binary, "exec", "--json", "--strict-config", "--skip-git-repo-check"]
     if model is not None:
         argv += ["-m", model]
     match mode:
@@ -65,6 +64,8 @@ def build_argv(
             argv += list(WRITE_FLAGS)
     for item in config:
         argv += ["-c", item]
+    if resume is not None:
+        argv += ["resume", resume]
     argv.append(prompt)
     return argv
 

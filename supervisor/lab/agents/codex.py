@@ -15,10 +15,9 @@ when set (the lab sets it to ``<workdir>/tmp``), else ``/tmp``: ``<home>/.codex`
 when the work dir itself is under /tmp. A scenario may set ``CODEX_HOME`` in its ``env``
 (placeholders such as ``<tmp>`` are bound) to provoke exactly that failure.
 
-The argv comes from :func:`supervisor.codecs.codex_cli.build_argv`. For a resume step, its
-``codex exec resume <id> … -s <mode>`` is rejected by 0.171.0 (``resume`` has no ``-s``): the lab
-moves ``resume <id>`` after the ``exec`` options (``codex exec … -s <mode> resume <id> <msg>``),
-which 0.171.0 accepts and which keeps the sandbox mode of the original run.
+The argv comes from :func:`supervisor.codecs.codex_cli.build_argv`, which puts ``resume <id>``
+after every ``exec`` option (``codex exec … -s <mode> resume <id> <msg>``): the ``resume``
+subcommand of 0.171.0 has no ``-s``, and this order keeps the sandbox mode of the first run.
 """
 
 from __future__ import annotations
@@ -114,12 +113,14 @@ class CodexLab(AgentLab):
 
     def argv(self, step: Step, ctx: RunContext, *, session_id: str | None) -> list[str]:
         prompt = _bind(step.prompt, ctx)
-        argv = build_argv(prompt, mode=ctx.scenario.mode, model=MODEL, binary=str(self.binary()))
-        if step.session != "resume":
-            return argv
-        if session_id is None:
-            raise ValueError(f"scenario {ctx.scenario.name!r}: a resume step needs a thread id")
-        return [*argv[:-1], "resume", session_id, argv[-1]]
+        resume = None
+        if step.session == "resume":
+            if session_id is None:
+                raise ValueError(f"scenario {ctx.scenario.name!r}: a resume step needs a thread id")
+            resume = session_id
+        return build_argv(
+            prompt, mode=ctx.scenario.mode, model=MODEL, resume=resume, binary=str(self.binary())
+        )
 
     def session_id_from_stdout(self, stdout: bytes) -> str | None:
         """The ``thread_id`` of the first ``thread.started`` line."""

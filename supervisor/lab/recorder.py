@@ -233,18 +233,23 @@ def run_scenario(agent_id: str, scenario_name: str, workdir: Path) -> RecordedRu
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         raise LabRunError("the lab needs `unshare` (util-linux) and `ip` (iproute2)")
     workdir.mkdir(parents=True, exist_ok=True)
+    if any(workdir.iterdir()):
+        raise LabRunError(f"the work dir {workdir} is not empty")
     ctx = _make_workdir(workdir.resolve(), scenario)
     job_file = ctx.workdir / "job.json"
     job = {"agent_id": agent_id, "scenario": scenario_name, "workdir": str(ctx.workdir)}
     job_file.write_text(json.dumps(job))
     budget = scenario.timeout_s * len(scenario.steps) + 60
-    proc = subprocess.run(
-        _unshare_argv(job_file),
-        capture_output=True,
-        timeout=budget,
-        check=False,
-        cwd=Path(__file__).resolve().parents[2],
-    )
+    try:
+        proc = subprocess.run(
+            _unshare_argv(job_file),
+            capture_output=True,
+            timeout=budget,
+            check=False,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+    except subprocess.TimeoutExpired:
+        raise LabRunError(f"the lab child ran longer than {budget} s") from None
     result_file = ctx.workdir / "result.json"
     if proc.returncode != 0 or not result_file.exists():
         raise LabRunError(

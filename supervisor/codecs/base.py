@@ -12,6 +12,7 @@ fold as the drift signal.
 
 from __future__ import annotations
 
+import functools
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -237,6 +238,7 @@ _ERROR_RULES: tuple[tuple[re.Pattern[str], FailureKind | None], ...] = (
 )
 
 
+@functools.lru_cache(maxsize=512)
 def classify_error_text(text: str, http_status: int | None = None) -> FailureKind | None:
     """Map an error (HTTP status and/or message) to a failure kind, the same way for every
     agent and whether it came as an HTTP status or inside the stream. ``None`` means "usage

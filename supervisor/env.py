@@ -41,11 +41,12 @@ its IDE and remote integrations set for it (``CLAUDE_CODE_ENTRYPOINT``, ``CLAUDE
 Codex's ``CODEX_HOME`` (the host's codex config and login) and the markers codex sets on sandboxed
 commands are dropped too, and so is our own namespace ``ASUP_*``.
 
-Errors::
+Errors (the tree is in :mod:`supervisor.errors`)::
 
-    EnvError                  base of this module's errors
-    ├── NestedRunRefused      ASUP_DEPTH says we already run inside a supervised child
-    └── ReservedVariableError ``extra`` tried to set a name the builder owns
+    SupervisorError
+    ├── Refusal
+    │   └── NestedRunRefused      ASUP_DEPTH says we already run inside a supervised child
+    └── ReservedVariableError     ``extra`` tried to set a name the builder owns (also ValueError)
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
+from supervisor.errors import NestedRunRefused, SupervisorError
 from supervisor.registry import AGENTS, AgentSpec
 
 __all__ = [
@@ -77,8 +79,6 @@ __all__ = [
     "ChildEnv",
     "DropReason",
     "Dropped",
-    "EnvError",
-    "NestedRunRefused",
     "ReservedVariableError",
     "build_child_env",
     "check_not_nested",
@@ -198,16 +198,8 @@ HARNESS_MARKER_PREFIXES = ("CLAUDE_CODE_REMOTE", "CLAUDE_CODE_HOST_", "CODEX_INT
 HARNESS_MARKER_SUFFIXES = ("_FILE_DESCRIPTOR",)
 
 
-class EnvError(Exception):
-    """Base of the errors raised while building a child environment."""
-
-
-class NestedRunRefused(EnvError):
-    """``ASUP_DEPTH`` says this process already runs inside a supervised child."""
-
-
-class ReservedVariableError(EnvError, ValueError):
-    """``extra`` named a variable the builder sets itself."""
+class ReservedVariableError(SupervisorError, ValueError):
+    """``extra`` named a variable the builder sets itself, or cannot be an environment."""
 
 
 class DropReason(StrEnum):

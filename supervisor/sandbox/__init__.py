@@ -6,6 +6,7 @@ it to one run's paths on this host (the only step that touches the disk); :func:
 spawns. See docs/sandbox.md for what each profile mounts and why.
 """
 
+from supervisor.errors import SandboxUnavailable
 from supervisor.sandbox.bwrap import NetworkBridge, compile_bwrap
 from supervisor.sandbox.profile import (
     BUILTIN_PROFILES,
@@ -14,10 +15,8 @@ from supervisor.sandbox.profile import (
     NetworkMode,
     ProfileError,
     ResolvedSandbox,
-    SandboxError,
     SandboxProfile,
     SandboxRefused,
-    SandboxUnavailable,
     Symlink,
     WorktreeAccess,
     load_builtin_profile,
@@ -36,7 +35,6 @@ __all__ = [
     "NetworkMode",
     "ProfileError",
     "ResolvedSandbox",
-    "SandboxError",
     "SandboxProfile",
     "SandboxRefused",
     "SandboxUnavailable",

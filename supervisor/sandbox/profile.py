@@ -6,12 +6,14 @@ paths this host has, and returns a :class:`ResolvedSandbox`: plain absolute path
 compilers (:mod:`supervisor.sandbox.bwrap`, :mod:`supervisor.sandbox.seatbelt`) turn into an argv
 or a Seatbelt profile without touching the disk.
 
-Errors::
+Errors (the tree is in :mod:`supervisor.errors`)::
 
-    SandboxError              base of the sandbox errors
-    ├── ProfileError          a profile file is missing, not TOML, or not a valid profile
-    ├── SandboxUnavailable    this host cannot contain a child (no bwrap, no sandbox-exec)
-    └── SandboxRefused        the run's paths or options would widen the sandbox; nothing runs
+    SupervisorError
+    ├── Refusal
+    │   ├── SandboxUnavailable    this host cannot contain a child (no bwrap, no sandbox-exec)
+    │   └── SandboxRefused        the run's paths or options would widen the sandbox; nothing runs
+    └── ConfigError
+        └── ProfileError          a profile file is missing, not TOML, or not a valid profile
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from supervisor.errors import ConfigError, Refusal, SandboxUnavailable
+
 __all__ = [
     "BUILTIN_PROFILES",
     "NETWORK_PATHS",
@@ -40,10 +44,8 @@ __all__ = [
     "NetworkMode",
     "ProfileError",
     "ResolvedSandbox",
-    "SandboxError",
     "SandboxProfile",
     "SandboxRefused",
-    "SandboxUnavailable",
     "Symlink",
     "WorktreeAccess",
     "check_abs_path",
@@ -101,20 +103,14 @@ _DOMAIN = re.compile(
 )
 
 
-class SandboxError(Exception):
-    """Base of the sandbox errors; the message is a sentence naming the cause and the fix."""
-
-
-class ProfileError(SandboxError, ValueError):
+class ProfileError(ConfigError, ValueError):
     """A profile file is missing, is not TOML, or does not describe a valid profile."""
 
 
-class SandboxUnavailable(SandboxError):
-    """This host has no way to contain a child (launcher missing, platform unsupported)."""
-
-
-class SandboxRefused(SandboxError):
+class SandboxRefused(Refusal):
     """The run's paths or options would make the sandbox wider than its profile; nothing runs."""
+
+    code = "sandbox_refused"
 
 
 class NetworkMode(StrEnum):

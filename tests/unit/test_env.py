@@ -15,12 +15,12 @@ from supervisor.env import (
     HARNESS_MARKERS,
     ChildEnv,
     DropReason,
-    NestedRunRefused,
     ReservedVariableError,
     build_child_env,
     check_not_nested,
     host_depth,
 )
+from supervisor.errors import NestedRunRefused, Refusal, SupervisorError
 from supervisor.registry import AGENTS, AgentSpec
 
 CLAUDE = AGENTS["claude-cli"]
@@ -338,9 +338,12 @@ def test_nested_refusal_honours_a_custom_variable() -> None:
         check_not_nested({"OTHER_DEPTH": "1"}, depth_var="OTHER_DEPTH")
 
 
-def test_errors_share_a_local_base() -> None:
-    assert issubclass(NestedRunRefused, env_module.EnvError)
-    assert issubclass(ReservedVariableError, env_module.EnvError)
+def test_errors_hang_from_the_supervisor_root() -> None:
+    with pytest.raises(Refusal) as info:
+        check_not_nested({"ASUP_DEPTH": "1"})
+    assert info.value.code == "nested_run"
+    assert info.value.sentence == str(info.value)
+    assert issubclass(ReservedVariableError, SupervisorError)
     assert issubclass(ReservedVariableError, ValueError)
 
 

@@ -12,6 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 import supervisor.sandbox as sandbox_pkg
+from supervisor.errors import ConfigError, Refusal, SandboxUnavailable, SupervisorError
 from supervisor.sandbox import bwrap as bwrap_module
 from supervisor.sandbox import profile as profile_module
 from supervisor.sandbox import seatbelt as seatbelt_module
@@ -24,10 +25,8 @@ from supervisor.sandbox.profile import (
     NetworkMode,
     ProfileError,
     ResolvedSandbox,
-    SandboxError,
     SandboxProfile,
     SandboxRefused,
-    SandboxUnavailable,
     Symlink,
     WorktreeAccess,
     is_within,
@@ -147,10 +146,14 @@ def test_load_profile_names_the_file(tmp_path: Path) -> None:
         load_profile(path)
 
 
-def test_errors_share_one_base() -> None:
-    for cls in (ProfileError, SandboxUnavailable, SandboxRefused):
-        assert issubclass(cls, SandboxError)
+def test_errors_hang_from_the_supervisor_root() -> None:
+    assert issubclass(SandboxRefused, Refusal)
+    assert issubclass(SandboxUnavailable, Refusal)
+    assert issubclass(ProfileError, ConfigError)
     assert issubclass(ProfileError, ValueError)
+    assert issubclass(ConfigError, SupervisorError)
+    assert SandboxRefused("x").code == "sandbox_refused"
+    assert sandbox_pkg.SandboxUnavailable is SandboxUnavailable
 
 
 # ---------------------------------------------------------------------------------------------

@@ -56,7 +56,14 @@ __all__ = [
     "resolve",
 ]
 
-PROFILES_DIR = Path(__file__).resolve().parents[2] / "sandbox_profiles"
+# In a source checkout the profiles sit at the top of the repository; a built wheel carries
+# them inside the package (pyproject's force-include).
+_PACKAGED_PROFILES = Path(__file__).resolve().parents[1] / "sandbox_profiles"
+PROFILES_DIR = (
+    _PACKAGED_PROFILES
+    if _PACKAGED_PROFILES.is_dir()
+    else Path(__file__).resolve().parents[2] / "sandbox_profiles"
+)
 BUILTIN_PROFILES = ("read-only", "worktree-write")
 SEATBELT_LAUNCHER = "/usr/bin/sandbox-exec"
 

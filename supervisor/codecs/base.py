@@ -52,6 +52,9 @@ def parse_line(line: bytes | str) -> object:
     return orjson.loads(line)
 
 
+_loads = orjson.loads
+
+
 class LineFramer:
     """Splits a byte stream into lines on ``\\n``. Bytes are kept until their line completes."""
 
@@ -103,8 +106,9 @@ class LineCodec(ABC):
         if not lines:
             return []
         out: list[RunEvent] = []
+        extend, decode = out.extend, self.decode
         for line in lines:
-            out.extend(self.decode(line))
+            extend(decode(line))
         return out
 
     def flush(self) -> list[RunEvent]:
@@ -130,11 +134,11 @@ class LineCodec(ABC):
         return out
 
     def decode(self, line: bytes | str) -> list[RunEvent]:
-        if not line or line.isspace():
-            return []
         try:
-            obj = parse_line(line)
+            obj = _loads(line)
         except (ValueError, RecursionError):
+            if not line.strip():
+                return []  # blank lines are framing, not drift
             return [self._unrecognized(line, "not JSON")]
         if type(obj) is not dict:
             return [self._unrecognized(line, "not a JSON object")]

@@ -36,6 +36,17 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--exit-code", type=int, default=0, help="the CLI's exit code (default 0)")
     r.add_argument("--stderr", metavar="FILE", help="a file holding the CLI's stderr tail")
     r.add_argument("--json", action="store_true", help="print one JSON object")
+
+    a = sub.add_parser("agents", help="list the agents asup knows and whether they are installed")
+    asub = a.add_subparsers(dest="agents_command", metavar="ACTION", required=True)
+    al = asub.add_parser(
+        "list", help="every agent: installed / not installed / not probed, from --version only"
+    )
+    al.add_argument("--json", action="store_true")
+    al.add_argument("--no-probe", action="store_true", help="only look on PATH; run nothing")
+    ap = asub.add_parser("probe", help="run one agent's --version and say what it found")
+    ap.add_argument("agent")
+    ap.add_argument("--json", action="store_true")
     return p
 
 
@@ -55,6 +66,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             stderr_path=args.stderr,
             as_json=args.json,
         )
+    if args.command == "agents":
+        from supervisor.cli.agents import run_list, run_probe
+
+        if args.agents_command == "list":
+            return run_list(as_json=args.json, probe=not args.no_probe)
+        return run_probe(args.agent, as_json=args.json)
     parser.error(f"unknown command {args.command!r}")
     return EXIT_USAGE
 

@@ -119,7 +119,10 @@ def plan_launch(
             base = endpoint.rstrip("/") + "/v1" if endpoint is not None else None
             config = codex_config(base or CODEX_DEFAULT_BASE_URL, agent.signing_key)
             env = {"CODEX_HOME": f"{home.rstrip('/')}/.codex"}
-            argv = codex_cli.build_argv(prompt, mode=mode, model=model, binary=agent.binary)
+            # asup's sandbox contains codex; codex's own cannot nest inside it.
+            argv = codex_cli.build_argv(
+                prompt, mode=mode, model=model, binary=agent.binary, own_sandbox=False
+            )
             return LaunchPlan(argv, env, {".codex/config.toml": config})
         case _:
             raise Refusal(

@@ -48,20 +48,30 @@ def build_argv(
     resume: str | None = None,
     config: tuple[str, ...] = (),
     binary: str = "codex",
+    own_sandbox: bool = True,
 ) -> list[str]:
     """``codex exec --json …`` (with ``resume <thread> <prompt>`` last for a follow-up).
     ``config`` items become ``-c key=value`` overrides; ``--strict-config`` makes an unknown key
     an error instead of a warning. Every ``exec`` option goes before ``resume``: the ``resume``
     subcommand has no ``-s``, and a follow-up re-asserts the same flags as the first turn.
-    stdin must be /dev/null (an open pipe makes codex wait for EOF)."""
+    stdin must be /dev/null (an open pipe makes codex wait for EOF).
+
+    ``own_sandbox=False`` is for a codex that asup already contains: codex's own bubblewrap
+    cannot start inside a sandbox whose capabilities are dropped (its commands then fail
+    without a stream item and codex still exits 0), so codex is told to add none
+    (``-s danger-full-access``) and asup's sandbox enforces the mode: a read-only worktree
+    mount, no network but the proxy."""
     argv = [binary, "exec", "--json", "--strict-config", "--skip-git-repo-check"]
     if model is not None:
         argv += ["-m", model]
-    match mode:
-        case Mode.READ_ONLY:
-            argv += ["-s", "read-only"]
-        case Mode.WORKTREE_WRITE:
-            argv += list(WRITE_FLAGS)
+    if not own_sandbox:
+        argv += ["-s", "danger-full-access"]
+    else:
+        match mode:
+            case Mode.READ_ONLY:
+                argv += ["-s", "read-only"]
+            case Mode.WORKTREE_WRITE:
+                argv += list(WRITE_FLAGS)
     for item in config:
         argv += ["-c", item]
     if resume is not None:

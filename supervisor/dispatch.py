@@ -1,0 +1,397 @@
+"""One supervised run, from a request to a finished record: the supervisor's main path.
+
+::
+
+    RunRequest ─▶ refusals: nested run, gates (CI first), agent installed, repository
+               ─▶ leftovers of crashed runs reaped (runs marked interrupted, worktrees removed)
+               ─▶ prompt: directive + task + the user's uncommitted work as a diff (cut to budget)
+               ─▶ disposable worktree at HEAD (removed on every way out)
+               ─▶ per-run HOME / TMPDIR, the agent's files in HOME
+               ─▶ network: none | open | restricted (host proxy on a unix socket + bridge)
+               ─▶ allowlisted child env ─▶ bwrap argv (pure) ─▶ supervised child
+               ─▶ stdout → raw transcript + codec → events → store + on_event
+               ─▶ flush, stderr events, classify → run.finished (always last)
+
+Every event goes to ``on_event`` as it happens and to the run's ``events.jsonl``; the raw stdout
+goes to ``stdout.jsonl`` as it arrives, so a later codec can decode the run again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field
+
+from supervisor import paths
+from supervisor.codecs import codec_for
+from supervisor.env import build_child_env, check_not_nested
+from supervisor.errors import Refusal, SupervisorError
+from supervisor.events import (
+    FailureKind,
+    Outcome,
+    OutcomeStatus,
+    RunEvent,
+    RunFinished,
+    RunStarted,
+    SeqCounter,
+    WarningRaised,
+)
+from supervisor.launch import endpoint_host, plan_launch
+from supervisor.probe import ProbeState, probe_agent
+from supervisor.process import ChildResult, run_child
+from supervisor.prompt import compose_prompt
+from supervisor.registry import Mode, get_agent
+from supervisor.sandbox.bridge import BridgeRuntime, compile_restricted_network
+from supervisor.sandbox.bwrap import NetworkBridge, compile_bwrap
+from supervisor.sandbox.netpolicy import NetworkPolicy, PortForward
+from supervisor.sandbox.profile import (
+    NetworkMode,
+    SandboxProfile,
+    load_builtin_profile,
+    resolve,
+)
+from supervisor.sandbox.proxy import ProxyDecision, open_proxy
+from supervisor.store import RunRecord, RunStore
+from supervisor.summary import Folder, RunSummary
+from supervisor.worktree import (
+    Worktree,
+    dirty_diff,
+    disposable_worktree_async,
+    open_repository,
+    reap_leftovers,
+)
+
+__all__ = ["DIRECTIVE", "RunReport", "RunRequest", "dispatch_run"]
+
+DIRECTIVE = (
+    "You are working on a task handed to you by agent-supervisor. You run in a disposable git "
+    "worktree checked out at the user's HEAD commit, inside a sandbox. Work only inside the "
+    "current directory. Do not commit, push or change git state. When you are done, answer "
+    "with a short summary of what you found or did."
+)
+FORWARD_NAME = "endpoint"
+
+
+class RunRequest(BaseModel):
+    """What the caller asks for. ``network`` None takes the profile's mode; ``endpoint`` points
+    the agent at another model API (its host is added to a restricted allowlist; a loopback
+    URL becomes a loopback port forward)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    agent: str
+    task: str = Field(min_length=1)
+    repo: Path
+    mode: Mode = Mode.READ_ONLY
+    network: NetworkMode | None = None
+    allowed_domains: tuple[str, ...] = ()
+    endpoint: str | None = None
+    model: str | None = None
+    max_runtime_s: float | None = Field(default=None, gt=0)
+    prompt_budget_bytes: int = Field(default=200_000, gt=0)
+    grace_s: float = Field(default=5.0, ge=0)
+
+
+@dataclass
+class RunReport:
+    """How a run went. ``argv`` is the exact launch argv (bwrap and all)."""
+
+    record: RunRecord
+    outcome: Outcome
+    summary: RunSummary
+    argv: list[str]
+    child_argv: list[str]
+    worktree: str
+    vendor_version: str | None
+    profile: str
+    network: NetworkMode
+    child: ChildResult | None
+    proxy_decisions: list[ProxyDecision] = field(default_factory=list)
+
+
+def _agent_install_dirs(binary: str) -> list[str]:
+    """The vendor CLI's install: the outermost ``node_modules`` above the resolved binary (npm
+    packages resolve their platform packages from there), else the binary's own directory."""
+    real = Path(os.path.realpath(binary))
+    top: Path | None = None
+    for parent in real.parents:
+        if parent.name == "node_modules":
+            top = parent
+    return [str(top if top is not None else real.parent)]
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@contextlib.asynccontextmanager
+async def _network(
+    mode: NetworkMode,
+    *,
+    allowed: tuple[str, ...],
+    denied: tuple[str, ...],
+    endpoint: str | None,
+    on_decision: Callable[[ProxyDecision], None],
+) -> AsyncIterator[tuple[NetworkBridge | None, dict[str, str]]]:
+    """For ``restricted``: the host-side proxy for the run, and what the sandbox needs of it."""
+    if mode is not NetworkMode.RESTRICTED:
+        yield None, {}
+        return
+    forwards: list[PortForward] = []
+    allow = list(allowed)
+    if endpoint is not None:
+        host, port = endpoint_host(endpoint)
+        if _is_loopback(host):
+            forwards.append(PortForward(name=FORWARD_NAME, port=port))
+        else:
+            allow.append(host)
+    policy = NetworkPolicy(allowed=tuple(allow), denied=denied, forwards=tuple(forwards))
+    sock_dir = tempfile.mkdtemp(prefix="asup-net-")  # unix socket paths are short-limited
+    try:
+        sock = os.path.join(sock_dir, "proxy.sock")
+        plan = compile_restricted_network(policy, host_socket=sock, runtime=BridgeRuntime.current())
+        async with open_proxy(policy, sock, on_decision=on_decision):
+            yield plan.bridge, dict(plan.env)
+    finally:
+        shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+async def dispatch_run(
+    request: RunRequest,
+    *,
+    host_env: Mapping[str, str],
+    on_event: Callable[[RunEvent], None] = lambda _e: None,
+    cancel: anyio.Event | None = None,
+    state_dir: Path | None = None,
+    check_gates: Callable[[Mapping[str, str], str], None] | None = None,
+) -> RunReport:
+    """Run one request to its end. Refusals raise :class:`~supervisor.errors.Refusal` before
+    anything is started; once the run is recorded it always ends with ``run.finished``."""
+    check_not_nested(host_env)
+    if check_gates is not None:
+        check_gates(host_env, request.agent)
+    agent = get_agent(request.agent)
+    state = state_dir if state_dir is not None else paths.state_dir(host_env)
+    state.mkdir(parents=True, exist_ok=True)
+    probe = probe_agent(agent, host_env)
+    if probe.state is not ProbeState.INSTALLED or probe.binary_path is None:
+        raise Refusal(
+            f"{agent.id} cannot run: {probe.detail or probe.state.value}; install "
+            f"{agent.display_name} so that `{agent.binary}` is on PATH",
+            code="agent_not_installed",
+        )
+    repo = open_repository(request.repo)
+    dirty = dirty_diff(repo)
+    prompt = compose_prompt(
+        directive=DIRECTIVE,
+        task=request.task,
+        dirty=dirty,
+        budget_bytes=request.prompt_budget_bytes,
+    )
+    profile = load_builtin_profile(request.mode.value)
+    network = request.network or profile.network
+    if network is not profile.network:
+        profile = profile.model_copy(
+            update={
+                "network": network,
+                "allowed_domains": profile.allowed_domains
+                if network is NetworkMode.RESTRICTED
+                else (),
+                "denied_domains": profile.denied_domains
+                if network is NetworkMode.RESTRICTED
+                else (),
+            }
+        )
+
+    with RunStore(state) as store:
+        store.recover_interrupted()
+        await anyio.to_thread.run_sync(reap_leftovers, state)
+        record = store.create_run(
+            agent=agent.id,
+            argv=[],
+            vendor_version=probe.version,
+            profile=profile.name,
+            network=network.value,
+            repo=str(Path(repo.workdir).resolve()),
+            base_commit=dirty.base_commit,
+        )
+        run_dir = store.run_dir(record.id)
+        seq = SeqCounter()
+        folder = Folder()
+
+        def emit(ev: RunEvent) -> None:
+            folder.add(ev)
+            store.append_event(record.id, ev)
+            on_event(ev)
+
+        emit(RunStarted(seq(), agent.id, record.id))
+        if probe.warning:
+            emit(WarningRaised(seq(), probe.warning, "version_out_of_range"))
+        if prompt.diff_cut:
+            emit(
+                WarningRaised(
+                    seq(),
+                    f"the uncommitted-changes diff was cut to fit the prompt budget "
+                    f"({prompt.omitted_bytes} bytes of {prompt.omitted_files} file(s) left out)",
+                    "diff_cut",
+                )
+            )
+        decisions: list[ProxyDecision] = []
+        child: ChildResult | None = None
+        full_argv: list[str] = []
+        child_argv: list[str] = []
+        worktree_path = ""
+        outcome: Outcome | None = None
+        try:
+            async with disposable_worktree_async(repo, run_id=record.id, state_dir=state) as wt:
+                worktree_path = str(wt.path)
+                outcome, child, full_argv, child_argv = await _run_in_worktree(
+                    request,
+                    wt,
+                    run_dir=run_dir,
+                    store=store,
+                    record=record,
+                    prompt=prompt.text,
+                    binary=probe.binary_path,
+                    profile_network=network,
+                    profile=profile,
+                    host_env=host_env,
+                    seq=seq,
+                    folder=folder,
+                    emit=emit,
+                    decisions=decisions,
+                    cancel=cancel,
+                )
+        except SupervisorError as exc:
+            outcome = Outcome(
+                OutcomeStatus.REFUSED if isinstance(exc, Refusal) else OutcomeStatus.FAILED,
+                None if isinstance(exc, Refusal) else FailureKind.SANDBOX_UNAVAILABLE,
+                str(exc),
+            )
+            raise
+        except BaseException:
+            outcome = Outcome(OutcomeStatus.CANCELED, None, "the supervisor was interrupted")
+            raise
+        finally:
+            assert outcome is not None
+            with anyio.CancelScope(shield=True):
+                emit(RunFinished(seq(), outcome))
+                summary = folder.summary()
+                record = store.finish_run(record.id, outcome, summary)
+        return RunReport(
+            record,
+            outcome,
+            summary,
+            full_argv,
+            child_argv,
+            worktree_path,
+            probe.version,
+            profile.name,
+            network,
+            child,
+            decisions,
+        )
+
+
+async def _run_in_worktree(
+    request: RunRequest,
+    wt: Worktree,
+    *,
+    run_dir: Path,
+    store: RunStore,
+    record: RunRecord,
+    prompt: str,
+    binary: str,
+    profile_network: NetworkMode,
+    profile: SandboxProfile,
+    host_env: Mapping[str, str],
+    seq: SeqCounter,
+    folder: Folder,
+    emit: Callable[[RunEvent], None],
+    decisions: list[ProxyDecision],
+    cancel: anyio.Event | None,
+) -> tuple[Outcome, ChildResult, list[str], list[str]]:
+    agent = get_agent(request.agent)
+    home = run_dir / "home"
+    tmpdir = run_dir / "tmp"
+    home.mkdir(mode=0o700)
+    tmpdir.mkdir(mode=0o700)
+    plan = plan_launch(
+        agent,
+        prompt=prompt,
+        mode=request.mode,
+        home=str(home),
+        endpoint=request.endpoint,
+        model=request.model,
+    )
+    for rel, content in plan.home_files.items():
+        target = home / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content, encoding="utf-8")
+    child_argv = [binary, *plan.argv[1:]]
+    resolved = resolve(
+        profile,
+        worktree=wt.path,
+        git_dir=wt.common_dir,
+        home=home,
+        tmpdir=tmpdir,
+        agent_install_dirs=_agent_install_dirs(binary),
+        search_path=host_env.get("PATH"),
+    )
+    async with _network(
+        profile_network,
+        allowed=(*profile.allowed_domains, *request.allowed_domains),
+        denied=profile.denied_domains,
+        endpoint=request.endpoint,
+        on_decision=decisions.append,
+    ) as (bridge, net_env):
+        env = build_child_env(
+            host_env, agent, home=str(home), tmpdir=str(tmpdir), extra={**plan.env, **net_env}
+        )
+        full_argv = compile_bwrap(resolved, child_argv, env=env.vars, bridge=bridge)
+        codec = codec_for(agent.id, seq, cwd=str(wt.path))
+
+        def on_stdout(data: bytes) -> None:
+            store.append_stdout(record.id, data)
+            for ev in codec.feed(data):
+                emit(ev)
+
+        launcher_env = {"PATH": env.vars["PATH"], "LANG": env.vars.get("LANG", "C.UTF-8")}
+        result = await run_child(
+            full_argv,
+            env=launcher_env,
+            cwd=wt.path,
+            on_stdout=on_stdout,
+            max_runtime=request.max_runtime_s,
+            grace=request.grace_s,
+            cancel=cancel,
+        )
+        store.append_stderr(record.id, result.stderr_tail)
+        for ev in codec.flush():
+            emit(ev)
+        for ev in codec.stderr_events(result.stderr_tail):
+            emit(ev)
+        for p in result.survivors_killed:
+            emit(WarningRaised(seq(), f"killed a leftover process {p.pid} ({p.name})", "survivor"))
+    if result.timed_out:
+        outcome = Outcome(
+            OutcomeStatus.TIMED_OUT, None, f"the run exceeded {request.max_runtime_s} s"
+        )
+    elif result.canceled:
+        outcome = Outcome(OutcomeStatus.CANCELED, None, "the run was canceled")
+    else:
+        outcome = codec.classify(result.exit_code, result.stderr_tail, folder.summary())
+    return outcome, result, full_argv, child_argv

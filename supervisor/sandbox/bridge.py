@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
 import errno
 import fcntl
 import functools
@@ -59,6 +58,7 @@ __all__ = [
     "SANDBOX_SOCKET",
     "BridgeRuntime",
     "RestrictedNetwork",
+    "Stream",
     "close_writer",
     "compile_restricted_network",
     "finish_answer",
@@ -337,7 +337,9 @@ async def _serve(listeners: Sequence[tuple[socket.socket, bytes | None]], unix_p
 
 def _become_relay(parent: int) -> None:
     """In the forked relay: die with the child, keep off its stdin and stdout."""
-    with contextlib.suppress(OSError, AttributeError):
+    with contextlib.suppress(ImportError, OSError, AttributeError):
+        import ctypes  # not every Python has it; the pid namespace ends the relay regardless
+
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:
         os._exit(0)

@@ -8,6 +8,7 @@ off, and its pure pieces by table.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import os
@@ -22,7 +23,7 @@ from typing import Any, TypeVar
 import pytest
 
 from supervisor.errors import SandboxUnavailable
-from supervisor.sandbox import bridge
+from supervisor.sandbox import bridge, netpolicy, proxy
 from supervisor.sandbox.bridge import (
     EXIT_REFUSED,
     BridgeRuntime,
@@ -960,3 +961,22 @@ def test_bridge_reports_a_command_it_cannot_run(tmp_path: Path) -> None:
             assert b"asup-bridge: cannot run" in err
 
     run(scenario(), timeout=30)
+
+
+# --- public surface -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("module", [bridge, netpolicy, proxy])
+def test_all_lists_every_public_name(module: Any) -> None:
+    tree = ast.parse(Path(module.__file__).read_text())
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    listed = list(module.__all__)
+    assert listed == sorted(listed, key=lambda n: (not n.isupper(), n))
+    assert set(listed) == {n for n in names if not n.startswith("_")}

@@ -470,7 +470,8 @@ def reap_leftovers(state_dir: Path | None = None) -> list[Reaped]:
     """Remove the worktrees whose owner process no longer lives; leave live owners' alone.
 
     An owner is alive when a process with its pid exists and was created when the record says
-    (a recycled pid has another create time). Records from another host are never judged.
+    (a recycled pid has another create time). Records from another host, and records that
+    do not describe the run dir they sit in, are never judged.
     A run dir without a record is removed once it is older than
     :data:`RECORDLESS_GRACE_SECONDS` and holds nothing but a half-written record.
     """
@@ -487,7 +488,7 @@ def reap_leftovers(state_dir: Path | None = None) -> list[Reaped]:
                 _rmtree(run_dir)
                 reaped.append(Reaped(run_dir=run_dir, owner=None))
             continue
-        if _owner_alive(record):
+        if not _describes(record, run_dir) or _owner_alive(record):
             continue
         try:
             _remove_despite_interrupts(record, run_dir)
@@ -496,6 +497,17 @@ def reap_leftovers(state_dir: Path | None = None) -> list[Reaped]:
         else:
             reaped.append(Reaped(run_dir=run_dir, owner=record))
     return reaped
+
+
+def _describes(record: OwnerRecord, run_dir: Path) -> bool:
+    """A record is followed only where it describes its own run dir: removal never reaches a
+    path a copied or edited record points elsewhere."""
+    return (
+        record.run_id == run_dir.name
+        and Path(record.checkout) == run_dir / CHECKOUT_DIR
+        and record.worktree_name == f"asup-{record.run_id}"
+        and record.temp_branch == f"asup-tmp-{record.run_id}"
+    )
 
 
 def _owner_alive(record: OwnerRecord) -> bool:

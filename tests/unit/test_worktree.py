@@ -679,3 +679,17 @@ def test_a_half_made_admin_dir_is_removed_after_a_failed_add(
     assert not admin_dir.exists()
     assert not (worktrees_root(state) / "half").exists()
     assert git(repo_dir, "branch").split() == ["*", "main"]
+
+
+def test_a_record_pointing_outside_its_run_dir_is_not_followed(
+    repo_dir: Path, state: Path, tmp_path: Path
+) -> None:
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "keep.txt").write_text("keep\n")
+    repo = open_repository(repo_dir)
+    with disposable_worktree(repo, run_id="edited", state_dir=state) as wt:
+        rewrite_owner(wt, checkout=str(precious), pid=2**22 + 1)
+        assert reap_leftovers(state) == []
+        assert (precious / "keep.txt").exists()
+        assert wt.path.is_dir()

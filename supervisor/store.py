@@ -353,6 +353,24 @@ class RunStore:
         assert record is not None
         return record
 
+    def set_launch(
+        self, run_id: str, *, argv: Sequence[str], worktree: Path | str | None = None
+    ) -> None:
+        """Record what a ``running`` run actually launched (known only once the sandbox and the
+        worktree exist): the full argv and the worktree path."""
+        with self._write() as db:
+            changed = db.execute(
+                "UPDATE runs SET argv = ?, worktree = ? WHERE id = ? AND state = ?",
+                (
+                    json.dumps(list(argv)),
+                    None if worktree is None else str(worktree),
+                    run_id,
+                    RunState.RUNNING.value,
+                ),
+            ).rowcount
+            if not changed:
+                raise StoreError(f"no running run {run_id} in {self.db_path}")
+
     def _append(self, run_id: str, name: str, data: bytes) -> None:
         with self._lock:
             if run_id in self._closed_runs:

@@ -81,6 +81,19 @@ def test_round_trip(tmp_path: Path) -> None:
     assert again.base_commit == "a" * 40
 
 
+def test_set_launch_records_the_final_argv_and_worktree(tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    rec = store.create_run(agent="codex-cli", argv=[])
+    store.set_launch(rec.id, argv=["bwrap", "--", "codex", "exec"], worktree=tmp_path / "wt")
+    got = store.get(rec.id)
+    assert got is not None
+    assert got.argv == ("bwrap", "--", "codex", "exec")
+    assert got.worktree == str(tmp_path / "wt")
+    store.finish_run(rec.id, Outcome(OutcomeStatus.COMPLETED))
+    with pytest.raises(StoreError, match=f"no running run {rec.id}"):
+        store.set_launch(rec.id, argv=["late"])
+
+
 def test_list_is_newest_first_and_limited(tmp_path: Path) -> None:
     store = RunStore(tmp_path)
     ids = [store.create_run(agent="codex-cli", argv=["codex"]).id for _ in range(4)]

@@ -367,6 +367,8 @@ class Child:
         if self._exited:
             return True
         if self._process.returncode is None:
+            if not hasattr(os, "waitid"):  # then the event loop's return code is all we have
+                return False
             try:
                 info = os.waitid(os.P_PID, self._process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:

@@ -25,14 +25,17 @@ finds none; :attr:`ChildResult.survivors_killed` names them. A process belongs t
 3. its environment carries this run's cookie (:data:`COOKIE_VAR`, a random value the child
    inherits and passes on unless it scrubs its environment); or
 4. on Linux, where the supervisor makes itself a child subreaper (``PR_SET_CHILD_SUBREAPER``) so
-   that orphans reparent to it rather than to init: it is an orphan the supervisor adopted (its
-   parent is the supervisor, it is not a child the supervisor spawned itself, it was created
-   after the run's child and it runs in a session of its own).
+   that orphans reparent to it rather than to init: it is an orphan the supervisor adopted. Its
+   parent is now the supervisor, it is not a child spawned by :func:`open_child`, it was created
+   after the run's child, and it is in a session other than the supervisor's whose leader it is
+   not: the mark of a daemon (fork, ``setsid``, fork), and never true of a process that code
+   in the supervisor started itself, in its own session or in a new one.
 
-Rule 4 catches a descendant that scrubbed its environment, left the session and double-forked
-between two snapshots. Rules 3 and 4 look only at processes of the same user created after the
-child. An orphan that only rule 4 finds cannot be told apart when two runs share one supervisor
-process: the run that ends first claims it. Zombies the supervisor adopted are reaped; it never
+Rule 4 catches a daemon that also scrubbed its environment, between two snapshots. Rules 2 to 4
+look only at processes of the same user created after the child. An orphan that only rule 4
+finds cannot be told apart when two runs share one supervisor process: the run that ends first
+claims it. Nor can a daemon that other code in the supervisor process starts while a run goes
+on (say a gpg-agent behind a signed commit); the supervisor's own code starts none. Zombies the supervisor adopted are reaped; it never
 waits on a process it did not find this way, so children of other code are left alone.
 
 Errors::
@@ -183,11 +186,14 @@ class _Tree:
         self._uid = os.getuid()
         self._seen: dict[tuple[int, float], psutil.Process] = {}
         self._names: dict[int, str] = {}
+        # Creation times count from boot (whole seconds) + ticks, so compare like with like: a
+        # process of the run was created at or after the child. Only when the child is already
+        # gone, fall back on the wall clock, with a second of slack.
         self._since = spawned_at - 1.0
         self.root: psutil.Process | None = None
         with contextlib.suppress(psutil.Error):
             self.root = psutil.Process(root_pid)
-            self._since = min(self._since, self.root.create_time() - 1.0)
+            self._since = self.root.create_time() - 0.02
 
     def _remember(self, p: psutil.Process) -> None:
         with contextlib.suppress(psutil.Error):
@@ -224,7 +230,7 @@ class _Tree:
             return (
                 bool(_subreaper)
                 and p.ppid() == self._me
-                and sid != self._my_sid
+                and sid not in (self._my_sid, p.pid)
                 and p.pid not in _ACTIVE
                 and not any(p.pid in t.pids for t in list(_ACTIVE.values()) if t is not self)
             )

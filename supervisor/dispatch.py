@@ -26,13 +26,14 @@ import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from supervisor import paths
 from supervisor.codecs import codec_for
-from supervisor.env import build_child_env, check_not_nested
+from supervisor.env import ChildEnv, build_child_env, check_not_nested
 from supervisor.errors import Refusal, SupervisorError
 from supervisor.events import (
     FailureKind,
@@ -48,17 +49,18 @@ from supervisor.launch import endpoint_host, plan_launch
 from supervisor.probe import ProbeState, probe_agent
 from supervisor.process import ChildResult, run_child
 from supervisor.prompt import compose_prompt
-from supervisor.registry import Mode, get_agent
+from supervisor.registry import AgentSpec, Mode, get_agent
 from supervisor.sandbox.bridge import BridgeRuntime, compile_restricted_network
 from supervisor.sandbox.bwrap import NetworkBridge, compile_bwrap
 from supervisor.sandbox.netpolicy import NetworkPolicy, PortForward
 from supervisor.sandbox.profile import (
     NetworkMode,
+    ResolvedSandbox,
     SandboxProfile,
     load_builtin_profile,
     resolve,
 )
-from supervisor.sandbox.proxy import ProxyDecision, open_proxy
+from supervisor.sandbox.proxy import ProxyDecision, Resolver, open_proxy, system_resolver
 from supervisor.store import RunRecord, RunStore
 from supervisor.summary import Folder, RunSummary
 from supervisor.worktree import (
@@ -69,7 +71,15 @@ from supervisor.worktree import (
     reap_leftovers,
 )
 
-__all__ = ["DIRECTIVE", "RunReport", "RunRequest", "dispatch_run"]
+__all__ = [
+    "DIRECTIVE",
+    "LaunchInfo",
+    "RunReport",
+    "RunRequest",
+    "Sandbox",
+    "dispatch_run",
+    "open_sandbox",
+]
 
 DIRECTIVE = (
     "You are working on a task handed to you by agent-supervisor. You run in a disposable git "
@@ -98,6 +108,20 @@ class RunRequest(BaseModel):
     max_runtime_s: float | None = Field(default=None, gt=0)
     prompt_budget_bytes: int = Field(default=200_000, gt=0)
     grace_s: float = Field(default=5.0, ge=0)
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchInfo:
+    """What is about to run, told before the child starts (for live views)."""
+
+    run_id: str
+    agent: str
+    vendor_version: str | None
+    profile: str
+    network: NetworkMode
+    worktree: str
+    argv: list[str]  # the whole launch: bwrap, its options, the child's argv
+    child_argv: list[str]  # the vendor CLI's own argv
 
 
 @dataclass
@@ -145,8 +169,10 @@ async def _network(
     denied: tuple[str, ...],
     endpoint: str | None,
     on_decision: Callable[[ProxyDecision], None],
+    resolver: Resolver | None = None,
 ) -> AsyncIterator[tuple[NetworkBridge | None, dict[str, str]]]:
-    """For ``restricted``: the host-side proxy for the run, and what the sandbox needs of it."""
+    """For ``restricted``: the host-side proxy for the run, and what the sandbox needs of it.
+    ``resolver`` None is the host's resolver; tests inject a table."""
     if mode is not NetworkMode.RESTRICTED:
         yield None, {}
         return
@@ -163,7 +189,9 @@ async def _network(
     try:
         sock = os.path.join(sock_dir, "proxy.sock")
         plan = compile_restricted_network(policy, host_socket=sock, runtime=BridgeRuntime.current())
-        async with open_proxy(policy, sock, on_decision=on_decision):
+        async with open_proxy(
+            policy, sock, on_decision=on_decision, resolver=resolver or system_resolver
+        ):
             yield plan.bridge, dict(plan.env)
     finally:
         shutil.rmtree(sock_dir, ignore_errors=True)
@@ -174,6 +202,7 @@ async def dispatch_run(
     *,
     host_env: Mapping[str, str],
     on_event: Callable[[RunEvent], None] = lambda _e: None,
+    on_launch: Callable[[LaunchInfo], None] = lambda _l: None,
     cancel: anyio.Event | None = None,
     state_dir: Path | None = None,
     check_gates: Callable[[Mapping[str, str], str], None] | None = None,
@@ -266,7 +295,6 @@ async def dispatch_run(
                     record=record,
                     prompt=prompt.text,
                     binary=probe.binary_path,
-                    profile_network=network,
                     profile=profile,
                     host_env=host_env,
                     seq=seq,
@@ -274,6 +302,8 @@ async def dispatch_run(
                     emit=emit,
                     decisions=decisions,
                     cancel=cancel,
+                    on_launch=on_launch,
+                    vendor_version=probe.version,
                 )
         except SupervisorError as exc:
             outcome = Outcome(
@@ -306,6 +336,67 @@ async def dispatch_run(
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Sandbox:
+    """A run's containment, ready to launch commands: the allowlisted ``env`` the child sees,
+    and :meth:`command`, the whole bwrap argv for a command. ``launcher_env`` is the
+    environment of bwrap itself (it clears it for the child)."""
+
+    resolved: ResolvedSandbox
+    env: ChildEnv
+    bridge: NetworkBridge | None
+    decisions: list[ProxyDecision]
+
+    def command(self, argv: list[str]) -> list[str]:
+        return compile_bwrap(self.resolved, argv, env=self.env.vars, bridge=self.bridge)
+
+    @property
+    def launcher_env(self) -> dict[str, str]:
+        return {"PATH": self.env.vars["PATH"], "LANG": self.env.vars.get("LANG", "C.UTF-8")}
+
+
+@contextlib.asynccontextmanager
+async def open_sandbox(
+    profile: SandboxProfile,
+    *,
+    agent: AgentSpec,
+    worktree: Worktree,
+    home: Path,
+    tmpdir: Path,
+    host_env: Mapping[str, str],
+    install_dirs: list[str],
+    extra_env: Mapping[str, str] = MappingProxyType({}),
+    allowed_domains: tuple[str, ...] = (),
+    endpoint: str | None = None,
+    resolver: Resolver | None = None,
+) -> AsyncIterator[Sandbox]:
+    """The sandbox of one run around ``worktree``: resolved paths, the network (for
+    ``restricted``, the host proxy for the block's lifetime) and the child's environment.
+    ``resolver`` (None: the host's) is how the proxy resolves names."""
+    resolved = resolve(
+        profile,
+        worktree=worktree.path,
+        git_dir=worktree.common_dir,
+        home=home,
+        tmpdir=tmpdir,
+        agent_install_dirs=install_dirs,
+        search_path=host_env.get("PATH"),
+    )
+    decisions: list[ProxyDecision] = []
+    async with _network(
+        profile.network,
+        allowed=(*profile.allowed_domains, *allowed_domains),
+        denied=profile.denied_domains,
+        endpoint=endpoint,
+        on_decision=decisions.append,
+        resolver=resolver,
+    ) as (bridge, net_env):
+        env = build_child_env(
+            host_env, agent, home=str(home), tmpdir=str(tmpdir), extra={**extra_env, **net_env}
+        )
+        yield Sandbox(resolved, env, bridge, decisions)
+
+
 async def _run_in_worktree(
     request: RunRequest,
     wt: Worktree,
@@ -315,7 +406,6 @@ async def _run_in_worktree(
     record: RunRecord,
     prompt: str,
     binary: str,
-    profile_network: NetworkMode,
     profile: SandboxProfile,
     host_env: Mapping[str, str],
     seq: SeqCounter,
@@ -323,6 +413,8 @@ async def _run_in_worktree(
     emit: Callable[[RunEvent], None],
     decisions: list[ProxyDecision],
     cancel: anyio.Event | None,
+    on_launch: Callable[[LaunchInfo], None],
+    vendor_version: str | None,
 ) -> tuple[Outcome, ChildResult, list[str], list[str]]:
     agent = get_agent(request.agent)
     home = run_dir / "home"
@@ -342,26 +434,32 @@ async def _run_in_worktree(
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content, encoding="utf-8")
     child_argv = [binary, *plan.argv[1:]]
-    resolved = resolve(
+    async with open_sandbox(
         profile,
-        worktree=wt.path,
-        git_dir=wt.common_dir,
+        agent=agent,
+        worktree=wt,
         home=home,
         tmpdir=tmpdir,
-        agent_install_dirs=_agent_install_dirs(binary),
-        search_path=host_env.get("PATH"),
-    )
-    async with _network(
-        profile_network,
-        allowed=(*profile.allowed_domains, *request.allowed_domains),
-        denied=profile.denied_domains,
+        host_env=host_env,
+        install_dirs=_agent_install_dirs(binary),
+        extra_env=plan.env,
+        allowed_domains=request.allowed_domains,
         endpoint=request.endpoint,
-        on_decision=decisions.append,
-    ) as (bridge, net_env):
-        env = build_child_env(
-            host_env, agent, home=str(home), tmpdir=str(tmpdir), extra={**plan.env, **net_env}
+    ) as sandbox:
+        full_argv = sandbox.command(child_argv)
+        store.set_launch(record.id, argv=full_argv, worktree=str(wt.path))
+        on_launch(
+            LaunchInfo(
+                record.id,
+                agent.id,
+                vendor_version,
+                profile.name,
+                profile.network,
+                str(wt.path),
+                full_argv,
+                child_argv,
+            )
         )
-        full_argv = compile_bwrap(resolved, child_argv, env=env.vars, bridge=bridge)
         codec = codec_for(agent.id, seq, cwd=str(wt.path))
 
         def on_stdout(data: bytes) -> None:
@@ -369,16 +467,18 @@ async def _run_in_worktree(
             for ev in codec.feed(data):
                 emit(ev)
 
-        launcher_env = {"PATH": env.vars["PATH"], "LANG": env.vars.get("LANG", "C.UTF-8")}
-        result = await run_child(
-            full_argv,
-            env=launcher_env,
-            cwd=wt.path,
-            on_stdout=on_stdout,
-            max_runtime=request.max_runtime_s,
-            grace=request.grace_s,
-            cancel=cancel,
-        )
+        try:
+            result = await run_child(
+                full_argv,
+                env=sandbox.launcher_env,
+                cwd=wt.path,
+                on_stdout=on_stdout,
+                max_runtime=request.max_runtime_s,
+                grace=request.grace_s,
+                cancel=cancel,
+            )
+        finally:
+            decisions.extend(sandbox.decisions)
         store.append_stderr(record.id, result.stderr_tail)
         for ev in codec.flush():
             emit(ev)

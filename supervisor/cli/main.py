@@ -37,6 +37,48 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--stderr", metavar="FILE", help="a file holding the CLI's stderr tail")
     r.add_argument("--json", action="store_true", help="print one JSON object")
 
+    run = sub.add_parser(
+        "run",
+        help="run an agent on a task in a disposable, sandboxed worktree of this repository",
+        description="Run an installed coding CLI on a task, read-only, in a disposable git "
+        "worktree of the repository, under bubblewrap, with an allowlisted environment. "
+        "Exit status: 0 completed, 1 failed, 2 bad arguments, 3 refused, 4 denied, "
+        "5 usage limited, 124 timed out, 130 canceled.",
+    )
+    run.add_argument("agent", help="agent id, e.g. claude-cli or codex-cli")
+    run.add_argument("--task", required=True, help="what the agent should do")
+    run.add_argument("--repo", default=".", help="the repository (default: the current dir)")
+    run.add_argument(
+        "--network",
+        choices=("none", "open", "restricted"),
+        help="network of the sandbox (default: the profile's, restricted to the model APIs)",
+    )
+    run.add_argument(
+        "--allow-domain", action="append", metavar="HOST", help="also allow HOST (restricted)"
+    )
+    run.add_argument("--endpoint", metavar="URL", help="the model endpoint the agent talks to")
+    run.add_argument("--model", help="the model name to ask the agent for")
+    run.add_argument("--max-runtime", type=float, metavar="S", help="wall-clock budget, seconds")
+    run.add_argument(
+        "--unattended", action="store_true", help="no person is watching: never ask anything"
+    )
+    run.add_argument("--json", action="store_true", help="print the run's events as JSON lines")
+
+    rs = sub.add_parser("runs", help="the runs asup has recorded")
+    rsub = rs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
+    rl = rsub.add_parser("list", help="recent runs, newest first")
+    rl.add_argument("--json", action="store_true")
+    rl.add_argument("--limit", type=int, default=20)
+    rsh = rsub.add_parser("show", help="one run: its record, outcome and summary")
+    rsh.add_argument("run_id")
+    rsh.add_argument("--json", action="store_true")
+
+    cf = sub.add_parser("config", help="turn asup on or off for this user")
+    csub = cf.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    csub.add_parser("enable", help="allow asup to start runs (off by default)")
+    csub.add_parser("disable", help="stop asup from starting runs")
+    csub.add_parser("show", help="print the config file's path and content")
+
     a = sub.add_parser("agents", help="list the agents asup knows and whether they are installed")
     asub = a.add_subparsers(dest="agents_command", metavar="ACTION", required=True)
     al = asub.add_parser(
@@ -66,6 +108,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             stderr_path=args.stderr,
             as_json=args.json,
         )
+    if args.command == "run":
+        from supervisor.cli.run import run_command
+
+        return run_command(args)
+    if args.command == "runs":
+        from supervisor.cli.runs import runs_command
+
+        return runs_command(args)
+    if args.command == "config":
+        from supervisor.cli.config import config_command
+
+        return config_command(args)
     if args.command == "agents":
         from supervisor.cli.agents import run_list, run_probe
 

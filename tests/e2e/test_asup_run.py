@@ -1,0 +1,184 @@
+"""`asup run` end to end: the pinned real vendor CLIs, read-only, in a disposable worktree under
+real bubblewrap, reaching the fake model server (on this machine's 127.0.0.1) only through the
+restricted network's proxy, as a port forward. The user's checkout stays byte-for-byte the same.
+
+The supervisor process is started with a user machine's environment, given explicitly: our CI
+sets CI=true, and asup refuses to run under CI — that gate has its own tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from supervisor.lab.agents.base import VENDOR_BIN
+from supervisor.lab.script import Reply, Script, Text, Thinking, ToolCall
+from supervisor.lab.server import FakeModelServer
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+ASUP = [sys.executable, "-m", "supervisor.cli.main"]
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(repo.parent),
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "user",
+        "GIT_AUTHOR_EMAIL": "user@example.invalid",
+        "GIT_COMMITTER_NAME": "user",
+        "GIT_COMMITTER_EMAIL": "user@example.invalid",
+    }
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=True
+    ).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "project"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "README.md").write_text("# project\n\nThe answer is 42.\n")
+    (repo / "src").mkdir()
+    (repo / "src" / "app.py").write_text("print('hi')\n")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "init")
+    # uncommitted work of the user: travels in the prompt, never touched
+    (repo / "src" / "app.py").write_text("print('hi there')\n")
+    (repo / "NOTES.txt").write_text("untracked note\n")
+    return repo
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every file under root (the .git directory included) → sha256 of its bytes."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file() or path.is_symlink():
+            data = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
+            out[str(path.relative_to(root))] = hashlib.sha256(data).hexdigest()
+    return out
+
+
+def user_env(tmp_path: Path) -> dict[str, str]:
+    env = {
+        "PATH": f"{VENDOR_BIN}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(tmp_path / "userhome"),
+        "LANG": "C.UTF-8",
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "ANTHROPIC_API_KEY": "dummy-anthropic-key",
+        "OPENAI_API_KEY": "dummy-openai-key",
+        "GITHUB_TOKEN": "must-never-reach-the-child",
+    }
+    (tmp_path / "userhome").mkdir(exist_ok=True)
+    return env
+
+
+def asup(env: dict[str, str], *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*ASUP, *args],
+        env={**env, "PYTHONPATH": str(ROOT)},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+
+
+def events(out: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+@pytest.fixture
+def enabled_env(tmp_path: Path, repo: Path) -> dict[str, str]:
+    env = user_env(tmp_path)
+    done = asup(env, "config", "enable", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    return env
+
+
+CASES = {
+    "claude-cli": [
+        Reply((Thinking("Find the readme."), ToolCall("Glob", {"pattern": "*.md"}))),
+        Reply((Text("The README says the answer is 42."),)),
+    ],
+    "codex-cli": [
+        Reply((ToolCall("exec_command", {"cmd": "cat README.md"}),)),
+        Reply((Text("The README says the answer is 42."),)),
+    ],
+}
+TOOL = {"claude-cli": "Glob", "codex-cli": "command_execution"}
+MODEL = {"claude-cli": "claude-sonnet-4-5", "codex-cli": "gpt-5.5"}
+
+
+@pytest.mark.parametrize("agent", sorted(CASES))
+def test_read_only_run_through_the_restricted_network(
+    agent: str, repo: Path, enabled_env: dict[str, str], tmp_path: Path
+) -> None:
+    if not (VENDOR_BIN / agent.split("-", 1)[0]).exists():
+        pytest.skip(f"{agent} is not installed under {VENDOR_BIN} (run make vendor)")
+    before = snapshot(repo)
+    status_before = _git(repo, "status", "--porcelain=v1")
+    with FakeModelServer(Script(list(CASES[agent]))) as server:
+        done = asup(
+            enabled_env,
+            "run",
+            agent,
+            "--task",
+            "What does the README say?",
+            "--endpoint",
+            server.base_url,
+            "--model",
+            MODEL[agent],
+            "--max-runtime",
+            "120",
+            "--json",
+            cwd=repo,
+        )
+        requests = list(server.requests)
+    evs = events(done.stdout)
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    assert evs[0]["type"] == "run.started"
+    assert evs[-1] == {
+        "type": "run.finished",
+        "seq": len(evs) - 1,
+        "outcome": {"status": "completed", "failure_kind": None, "reason": ""},
+    }
+    assert [e["seq"] for e in evs] == list(range(len(evs)))
+    calls = [e for e in evs if e["type"] == "tool_call.finished"]
+    assert [e["ok"] for e in calls] == [True]
+    started = [e["name"] for e in evs if e["type"] == "tool_call.started"]
+    assert started == [TOOL[agent]]
+    assert any("answer is 42" in e.get("text", "") for e in evs if e["type"] == "message")
+    # the model endpoint was reached, and only through the proxy's forward
+    assert [r.path for r in requests if r.method == "POST"]
+    # the child saw the committed README inside the worktree, and the user's dirty work
+    # only as a diff in the prompt
+    first = requests[-len(CASES[agent])].body
+    assert "print('hi there')" in json.dumps(first)
+    # nothing of the user's changed, .git included; no worktree or branch is left behind
+    assert snapshot(repo) == before
+    assert _git(repo, "status", "--porcelain=v1") == status_before
+    assert _git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert _git(repo, "branch", "--list").split() == ["*", "main"]
+    leftovers = list((tmp_path / "state").rglob("checkout"))
+    assert leftovers == []
+
+
+def test_ci_marker_refuses_before_anything_runs(repo: Path, enabled_env: dict[str, str]) -> None:
+    done = asup({**enabled_env, "CI": "true"}, "run", "claude-cli", "--task", "x", cwd=repo)
+    assert done.returncode == 3
+    assert "CI" in done.stdout + done.stderr

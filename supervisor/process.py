@@ -35,8 +35,9 @@ Rule 4 catches a daemon that also scrubbed its environment, between two snapshot
 look only at processes of the same user created after the child. An orphan that only rule 4
 finds cannot be told apart when two runs share one supervisor process: the run that ends first
 claims it. Nor can a daemon that other code in the supervisor process starts while a run goes
-on (say a gpg-agent behind a signed commit); the supervisor's own code starts none. Zombies the supervisor adopted are reaped; it never
-waits on a process it did not find this way, so children of other code are left alone.
+on (say a gpg-agent behind a signed commit); the supervisor's own code starts none. Zombies
+the supervisor adopted are reaped; it never waits on a process it did not find this way, so
+children of other code are left alone.
 
 Errors::
 

@@ -339,8 +339,9 @@ async def dispatch_run(
 @dataclass(frozen=True, slots=True)
 class Sandbox:
     """A run's containment, ready to launch commands: the allowlisted ``env`` the child sees,
-    and :meth:`command`, the whole bwrap argv for a command. ``launcher_env`` is the
-    environment of bwrap itself (it clears it for the child)."""
+    and :meth:`command`, the whole bwrap argv for a command. Start bwrap with
+    :attr:`launcher_env` — exactly the child's environment, which bwrap hands on (no value is
+    ever put in the argv)."""
 
     resolved: ResolvedSandbox
     env: ChildEnv
@@ -352,7 +353,7 @@ class Sandbox:
 
     @property
     def launcher_env(self) -> dict[str, str]:
-        return {"PATH": self.env.vars["PATH"], "LANG": self.env.vars.get("LANG", "C.UTF-8")}
+        return dict(self.env.vars)
 
 
 @contextlib.asynccontextmanager

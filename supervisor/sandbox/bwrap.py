@@ -84,7 +84,11 @@ def compile_bwrap(
     env: Mapping[str, str],
     bridge: NetworkBridge | None = None,
 ) -> list[str]:
-    """The whole bwrap argv that runs ``argv`` inside ``resolved`` with exactly ``env``.
+    """The whole bwrap argv that runs ``argv`` inside ``resolved``.
+
+    The child's environment is bwrap's own: start bwrap with exactly ``env`` (and nothing
+    else) as its environment. ``env`` is checked here, but none of its values is put in the
+    argv, where every local user could read it.
 
     ``bridge`` is required for ``network = "restricted"`` and refused for the other modes.
     ``env``'s HOME and TMPDIR, when set, must be the resolved per-run directories.
@@ -103,9 +107,10 @@ def compile_bwrap(
     out = [resolved.launcher, "--die-with-parent", "--new-session", "--unshare-all"]
     if network is NetworkMode.OPEN:
         out.append("--share-net")
-    out += ["--cap-drop", "ALL", "--clearenv"]
-    for name in sorted(env):
-        out += ["--setenv", name, env[name]]
+    # No --clearenv/--setenv: a value in the argv is readable by every local user
+    # (/proc/<pid>/cmdline) and lands in run records and logs. The caller starts bwrap with
+    # exactly ``env`` as its environment, and bwrap hands it on to the child unchanged.
+    out += ["--cap-drop", "ALL"]
     out += ["--proc", "/proc", "--dev", "/dev"]
     for _dest, op in _mounts(resolved, bridge):
         out += op

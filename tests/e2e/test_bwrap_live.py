@@ -109,11 +109,16 @@ class LiveRun:
         env: Mapping[str, str] | None = None,
         bridge: NetworkBridge | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        full = compile_bwrap(
-            resolved, argv, env=self.env(resolved) if env is None else env, bridge=bridge
-        )
+        child_env = self.env(resolved) if env is None else env
+        full = compile_bwrap(resolved, argv, env=child_env, bridge=bridge)
         return subprocess.run(
-            full, check=False, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+            full,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            env=dict(child_env),  # bwrap hands its own environment on to the child
         )
 
     def sh(self, resolved: ResolvedSandbox, script: str) -> subprocess.CompletedProcess[str]:

@@ -20,7 +20,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -260,7 +260,9 @@ def lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line]
 
 
-def run_in(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+def run_in(
+    argv: Sequence[str], env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         argv,
         capture_output=True,
@@ -268,6 +270,7 @@ def run_in(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
         timeout=TIMEOUT_S,
         stdin=subprocess.DEVNULL,
         check=False,
+        env=None if env is None else dict(env),
     )
 
 
@@ -443,7 +446,7 @@ def test_the_compiled_profile_carries_the_bridge(tmp_path: Path, test_host: Netn
         }
 
         def sandboxed(argv: list[str]) -> subprocess.CompletedProcess[str]:
-            return run_in(compile_bwrap(resolved, argv, env=env, bridge=plan.bridge))
+            return run_in(compile_bwrap(resolved, argv, env=env, bridge=plan.bridge), env)
 
         forward = sandboxed(client(f"http://127.0.0.1:{side.origin_port}/"))
         assert lines(forward.stdout) == ["hello-from-host-loopback", "status=200"], forward.stderr

@@ -43,9 +43,24 @@ def gone(pid: int) -> bool:
     return not psutil.pid_exists(pid)
 
 
-async def child_run(argv: list[str], cwd: Path, **kw: object) -> tuple[ChildResult, list[bytes]]:
+async def child_run(
+    argv: list[str],
+    cwd: Path,
+    *,
+    max_runtime: float | None = None,
+    grace: float = 5.0,
+    stderr_tail_bytes: int = 16384,
+) -> tuple[ChildResult, list[bytes]]:
     chunks: list[bytes] = []
-    result = await run_child(argv, env=ENV, cwd=cwd, on_stdout=chunks.append, **kw)  # type: ignore[arg-type]
+    result = await run_child(
+        argv,
+        env=ENV,
+        cwd=cwd,
+        on_stdout=chunks.append,
+        max_runtime=max_runtime,
+        grace=grace,
+        stderr_tail_bytes=stderr_tail_bytes,
+    )
     return result, chunks
 
 

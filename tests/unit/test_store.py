@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -113,8 +114,9 @@ def test_a_run_finishes_once_and_then_takes_no_more_data(tmp_path: Path) -> None
         store.finish_run("20000101-000000-000000", Outcome(OutcomeStatus.COMPLETED))
     with pytest.raises(StoreError, match="no run 20000101-000000-000000"):
         store.append_event("20000101-000000-000000", RunStarted(0, "codex-cli"))
-    assert store.get(rec.id) is not None
-    assert store.get(rec.id).outcome is OutcomeStatus.COMPLETED  # type: ignore[union-attr]
+    got = store.get(rec.id)
+    assert got is not None
+    assert got.outcome is OutcomeStatus.COMPLETED
 
 
 def test_run_ids_sort_by_time() -> None:
@@ -197,8 +199,10 @@ def test_a_newer_schema_is_refused_and_left_untouched(tmp_path: Path) -> None:
         ),
     ],
 )
-def test_a_foreign_file_is_refused(tmp_path: Path, prepare: object, message: str) -> None:
-    prepare(tmp_path / "runs.sqlite3")  # type: ignore[operator]
+def test_a_foreign_file_is_refused(
+    tmp_path: Path, prepare: Callable[[Path], object], message: str
+) -> None:
+    prepare(tmp_path / "runs.sqlite3")
     with pytest.raises(StoreError, match=message):
         RunStore(tmp_path)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import shlex
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -122,6 +123,17 @@ class LaunchInfo:
     worktree: str
     argv: list[str]  # the whole launch: bwrap, its options, the child's argv
     child_argv: list[str]  # the vendor CLI's own argv
+    shell: str = ""  # a copy-pasteable form: `env -i NAME=… bwrap …`, the key by reference
+
+
+def shell_form(argv: list[str], env: Mapping[str, str], secret: str | None) -> str:
+    """``env -i`` with the child's environment, then the argv. The signing key appears as a
+    reference to the variable of the same name in the pasting shell, never as its value."""
+    assignments = [
+        f'{name}="${name}"' if name == secret else f"{name}={shlex.quote(value)}"
+        for name, value in sorted(env.items())
+    ]
+    return " ".join(["env", "-i", *assignments, shlex.join(argv)])
 
 
 @dataclass
@@ -449,6 +461,10 @@ async def _run_in_worktree(
     ) as sandbox:
         full_argv = sandbox.command(child_argv)
         store.set_launch(record.id, argv=full_argv, worktree=str(wt.path))
+        shell = shell_form(full_argv, sandbox.env.vars, agent.signing_key)
+        launch_file = run_dir / "launch.sh"
+        launch_file.write_text("#!/bin/sh\n" + shell + "\n", encoding="utf-8")
+        launch_file.chmod(0o700)
         on_launch(
             LaunchInfo(
                 record.id,
@@ -459,6 +475,7 @@ async def _run_in_worktree(
                 str(wt.path),
                 full_argv,
                 child_argv,
+                shell,
             )
         )
         codec = codec_for(agent.id, seq, cwd=str(wt.path))

@@ -95,8 +95,13 @@ class LiveView:
         meta.add_row("warnings", str(len(s.warnings)))
         parts: list[Any] = [work, Panel(meta, title="Meta")]
         if launch is not None:
-            command = Text(shlex.join(launch.argv), overflow="fold")
-            parts.append(Panel(command, title="Command (copy-pasteable)"))
+            shown = [a if len(a) <= 160 else f"<{len(a)} bytes: the prompt>" for a in launch.argv]
+            command = Text(shlex.join(shown), overflow="fold")
+            title = (
+                "Command (prompt elided here; the copy-pasteable form is launch.sh in "
+                f"`asup runs show {launch.run_id}`)"
+            )
+            parts.append(Panel(command, title=title))
         if self.finished:
             parts.append(Text(self.finished, style="bold"))
         return Group(*parts)

@@ -81,7 +81,11 @@ def runs_command(args: Any) -> int:
             for key in ("session_id", "model", "turns", "cost_usd", "unknown_lines"):
                 if key in summary:
                     grid.add_row(key, MISSING if summary[key] is None else str(summary[key]))
-            grid.add_row("transcript", str(store.run_dir(record.id)))
+            run_dir = store.run_dir(record.id)
+            grid.add_row("transcript", str(run_dir / "stdout.jsonl"))
+            grid.add_row("events", str(run_dir / "events.jsonl"))
+            if (run_dir / "launch.sh").exists():
+                grid.add_row("launch.sh", str(run_dir / "launch.sh"))
             console.print(grid)
             return 0
     except StoreError as exc:

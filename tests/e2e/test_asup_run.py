@@ -176,6 +176,11 @@ def test_read_only_run_through_the_restricted_network(
     assert _git(repo, "branch", "--list").split() == ["*", "main"]
     leftovers = list((tmp_path / "state").rglob("checkout"))
     assert leftovers == []
+    # no credential value in anything the run recorded (argv, launch.sh, events, transcript)
+    recorded = b"".join(p.read_bytes() for p in (tmp_path / "state").rglob("*") if p.is_file())
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GITHUB_TOKEN"):
+        assert enabled_env[name].encode() not in recorded, name
+    assert enabled_env["GITHUB_TOKEN"].encode() not in done.stdout.encode()
 
 
 def test_ci_marker_refuses_before_anything_runs(repo: Path, enabled_env: dict[str, str]) -> None:

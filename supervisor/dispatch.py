@@ -65,6 +65,7 @@ from supervisor.sandbox.proxy import ProxyDecision, Resolver, open_proxy, system
 from supervisor.store import RunRecord, RunStore
 from supervisor.summary import Folder, RunSummary
 from supervisor.worktree import (
+    Reaped,
     Worktree,
     dirty_diff,
     disposable_worktree_async,
@@ -80,6 +81,7 @@ __all__ = [
     "Sandbox",
     "dispatch_run",
     "open_sandbox",
+    "tidy_up",
 ]
 
 DIRECTIVE = (
@@ -151,6 +153,23 @@ class RunReport:
     network: NetworkMode
     child: ChildResult | None
     proxy_decisions: list[ProxyDecision] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Tidied:
+    interrupted: list[RunRecord]
+    reaped: list[Reaped]
+
+
+def tidy_up(state_dir: Path) -> Tidied:
+    """What a crashed supervisor left: its runs become ``interrupted`` (outcome unknown, never
+    re-run) and their worktrees are removed. Every asup command starts with this; its
+    processes are already gone (bwrap dies with its parent, and its pid namespace with it)."""
+    if not state_dir.is_dir():
+        return Tidied([], [])
+    with RunStore(state_dir) as store:
+        interrupted = store.recover_interrupted()
+    return Tidied(interrupted, reap_leftovers(state_dir))
 
 
 def _agent_install_dirs(binary: str) -> list[str]:
@@ -257,9 +276,8 @@ async def dispatch_run(
             }
         )
 
+    await anyio.to_thread.run_sync(tidy_up, state)
     with RunStore(state) as store:
-        store.recover_interrupted()
-        await anyio.to_thread.run_sync(reap_leftovers, state)
         record = store.create_run(
             agent=agent.id,
             argv=[],

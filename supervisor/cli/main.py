@@ -108,6 +108,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             stderr_path=args.stderr,
             as_json=args.json,
         )
+    if args.command in ("run", "runs", "agents"):
+        import os
+
+        from supervisor import paths
+        from supervisor.dispatch import tidy_up
+
+        tidied = tidy_up(paths.state_dir(os.environ))
+        for r in tidied.interrupted:
+            print(f"asup: run {r.id} was interrupted ({r.reason})", file=sys.stderr)
+        for w in tidied.reaped:
+            if w.error:
+                print(
+                    f"asup: could not remove the leftover worktree {w.run_dir}: {w.error}",
+                    file=sys.stderr,
+                )
     if args.command == "run":
         from supervisor.cli.run import run_command
 

@@ -11,11 +11,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from supervisor.lab.agents.base import VENDOR_BIN
@@ -187,3 +192,118 @@ def test_ci_marker_refuses_before_anything_runs(repo: Path, enabled_env: dict[st
     done = asup({**enabled_env, "CI": "true"}, "run", "claude-cli", "--task", "x", cwd=repo)
     assert done.returncode == 3
     assert "CI" in done.stdout + done.stderr
+
+
+class HangingServer:
+    """A model endpoint on 127.0.0.1 that accepts connections and never answers: the child
+    waits on it, so the test can stop the supervisor mid-run."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.accepted = 0
+        self.conns: list[socket.socket] = []
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        self.sock.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.accepted += 1
+            self.conns.append(conn)
+
+    def close(self) -> None:
+        self._stop.set()
+        self.thread.join(5)
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+def start_run(env: dict[str, str], repo: Path, endpoint: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*ASUP, "run", "claude-cli", "--task", "wait", "--endpoint", endpoint, "--json"],
+        env={**env, "PYTHONPATH": str(ROOT)},
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for_child(sup: subprocess.Popen[str], server: HangingServer) -> list[psutil.Process]:
+    """Wait until the vendor CLI is up and talking to the endpoint; the run's processes."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if sup.poll() is not None:
+            raise AssertionError(f"asup ended early: {sup.communicate()}")
+        if server.accepted:
+            return psutil.Process(sup.pid).children(recursive=True)
+        time.sleep(0.1)
+    raise AssertionError("the child never reached the model endpoint")
+
+
+def gone(procs: list[psutil.Process], within: float = 10.0) -> list[psutil.Process]:
+    """The processes still alive after ``within`` seconds."""
+    _, alive = psutil.wait_procs(procs, timeout=within)
+    return alive
+
+
+@pytest.mark.skipif(not (VENDOR_BIN / "claude").exists(), reason="claude is not installed")
+def test_kill_9_of_the_supervisor_leaves_nothing_and_the_run_shows_interrupted(
+    repo: Path, enabled_env: dict[str, str], tmp_path: Path
+) -> None:
+    server = HangingServer()
+    try:
+        sup = start_run(enabled_env, repo, server.url)
+        procs = wait_for_child(sup, server)
+        assert any("claude" in " ".join(p.cmdline()) for p in procs)
+        os.kill(sup.pid, signal.SIGKILL)
+        sup.communicate(timeout=10)
+        assert gone(procs) == [], "processes of the run survived the supervisor"
+    finally:
+        server.close()
+    worktrees = tmp_path / "state" / "agent-supervisor" / "worktrees"
+    assert [p.name for p in worktrees.iterdir()]  # left behind by the crash, until …
+    listed = asup(enabled_env, "runs", "list", "--json", cwd=repo)  # … any asup command
+    assert listed.returncode == 0, listed.stderr
+    runs = json.loads(listed.stdout)
+    assert [(r["state"], r["outcome"]) for r in runs] == [("interrupted", None)]
+    assert "interrupted" in listed.stderr
+    assert list(worktrees.iterdir()) == []
+    assert _git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert _git(repo, "branch", "--list").split() == ["*", "main"]
+    shown = asup(enabled_env, "runs", "show", runs[0]["id"], cwd=repo)
+    assert "unknown" in shown.stdout
+
+
+@pytest.mark.skipif(not (VENDOR_BIN / "claude").exists(), reason="claude is not installed")
+def test_sigterm_cancels_cleanly(repo: Path, enabled_env: dict[str, str], tmp_path: Path) -> None:
+    before = snapshot(repo)
+    server = HangingServer()
+    try:
+        sup = start_run(enabled_env, repo, server.url)
+        procs = wait_for_child(sup, server)
+        sup.send_signal(signal.SIGTERM)
+        out, err = sup.communicate(timeout=60)
+        assert gone(procs) == []
+    finally:
+        server.close()
+    assert sup.returncode == 130, err
+    evs = events(out)
+    assert evs[-1]["type"] == "run.finished"
+    assert evs[-1]["outcome"]["status"] == "canceled"
+    assert list((tmp_path / "state" / "agent-supervisor" / "worktrees").iterdir()) == []
+    assert snapshot(repo) == before

@@ -109,6 +109,7 @@ class RunRequest(BaseModel):
     endpoint: str | None = None
     model: str | None = None
     max_runtime_s: float | None = Field(default=None, gt=0)
+    max_turns: int | None = Field(default=None, gt=0)
     prompt_budget_bytes: int = Field(default=200_000, gt=0)
     grace_s: float = Field(default=5.0, ge=0)
 
@@ -459,6 +460,7 @@ async def _run_in_worktree(
         home=str(home),
         endpoint=request.endpoint,
         model=request.model,
+        max_turns=request.max_turns,
     )
     for rel, content in plan.home_files.items():
         target = home / rel

@@ -94,6 +94,7 @@ def plan_launch(
     home: str,
     endpoint: str | None = None,
     model: str | None = None,
+    max_turns: int | None = None,
 ) -> LaunchPlan:
     if mode not in agent.modes:
         raise Refusal(
@@ -113,9 +114,17 @@ def plan_launch(
             }
             if endpoint is not None:
                 env["ANTHROPIC_BASE_URL"] = endpoint.rstrip("/")
-            argv = claude_cli.build_argv(prompt, mode=mode, model=model, binary=agent.binary)
+            argv = claude_cli.build_argv(
+                prompt, mode=mode, model=model, max_turns=max_turns, binary=agent.binary
+            )
             return LaunchPlan(argv, env)
         case "codex-cli":
+            if max_turns is not None:
+                raise Refusal(
+                    "codex-cli has no turn limit of its own and asup cannot count its model "
+                    "turns from its stream; bound the run with --max-runtime instead",
+                    code="max_turns_unsupported",
+                )
             base = endpoint.rstrip("/") + "/v1" if endpoint is not None else None
             config = codex_config(base or CODEX_DEFAULT_BASE_URL, agent.signing_key)
             env = {"CODEX_HOME": f"{home.rstrip('/')}/.codex"}

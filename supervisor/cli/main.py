@@ -60,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--model", help="the model name to ask the agent for")
     run.add_argument("--max-runtime", type=float, metavar="S", help="wall-clock budget, seconds")
     run.add_argument(
-        "--unattended", action="store_true", help="no person is watching: never ask anything"
+        "--max-turns", type=int, metavar="N", help="turn budget (agents that enforce one)"
     )
     run.add_argument("--json", action="store_true", help="print the run's events as JSON lines")
 

@@ -128,6 +128,7 @@ def _request(args: Any, env: Mapping[str, str]) -> RunRequest:
         endpoint=endpoint,
         model=args.model,
         max_runtime_s=args.max_runtime,
+        max_turns=args.max_turns,
     )
 
 

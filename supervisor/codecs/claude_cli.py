@@ -35,6 +35,7 @@ def build_argv(
     model: str | None = None,
     session_id: str | None = None,
     resume: str | None = None,
+    max_turns: int | None = None,
     binary: str = "claude",
 ) -> list[str]:
     """The headless argv. The prompt sits right after ``-p``: ``--tools`` takes several values
@@ -49,6 +50,8 @@ def build_argv(
             argv += ["--tools", ",".join(READ_ONLY_TOOLS)]
         case Mode.WORKTREE_WRITE:
             argv += ["--tools", ",".join(WRITE_TOOLS), "--permission-mode", "acceptEdits"]
+    if max_turns is not None:
+        argv += ["--max-turns", str(max_turns)]
     if session_id is not None:
         argv += ["--session-id", session_id]
     if resume is not None:
@@ -271,7 +274,10 @@ class ClaudeCliCodec(LineCodec):
         if not last.ok:
             # HTTP 500 ends in a `result` whose subtype says success but is_error is true.
             if last.subtype == "error_max_turns":
-                return Outcome.failed(FailureKind.UNKNOWN, "claude stopped at its turn limit")
+                # The turn budget ran out: a budget, like the wall clock, not a failure.
+                return Outcome(
+                    OutcomeStatus.TIMED_OUT, None, "claude stopped at the turn budget (--max-turns)"
+                )
             return failure_outcome(
                 summary, exit_code, stderr_tail, f"claude reported {last.subtype}"
             )

@@ -77,6 +77,13 @@ class NetworkBridge(BaseModel):
         return tuple(check_abs_path(p) for p in v)
 
 
+# Global kernel knobs under the fresh /proc. Started by root, the child's uid 0 is the host's
+# (no user namespace of its own), and these files are checked by owner only — capabilities
+# dropped or not, /proc/sys/kernel/core_pattern would take a program to run as the host's root.
+# bwrap protects them only when it runs setuid; here they are bound read-only (where present).
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
+
+
 def compile_bwrap(
     resolved: ResolvedSandbox,
     argv: Sequence[str],
@@ -112,6 +119,8 @@ def compile_bwrap(
     # exactly ``env`` as its environment, and bwrap hands it on to the child unchanged.
     out += ["--cap-drop", "ALL"]
     out += ["--proc", "/proc", "--dev", "/dev"]
+    for path in PROC_READ_ONLY:
+        out += ["--ro-bind-try", path, path]
     for _dest, op in _mounts(resolved, bridge):
         out += op
     out += ["--remount-ro", "/", "--chdir", resolved.worktree, "--"]

@@ -163,7 +163,14 @@ def test_every_golden_file_has_a_case() -> None:
 
 def _ops(argv: list[str]) -> list[tuple[str, ...]]:
     """The mount operations of an argv, in order, as (flag, *operands)."""
-    arity = {"--ro-bind": 2, "--bind": 2, "--symlink": 2, "--proc": 1, "--dev": 1}
+    arity = {
+        "--ro-bind": 2,
+        "--ro-bind-try": 2,
+        "--bind": 2,
+        "--symlink": 2,
+        "--proc": 1,
+        "--dev": 1,
+    }
     out: list[tuple[str, ...]] = []
     i = 0
     end = argv.index("--")
@@ -197,6 +204,8 @@ def test_fixed_flags_always_present(network: NetworkMode, access: WorktreeAccess
     assert head[head.index("--cap-drop") + 1] == "ALL"
     assert ("--proc", "/proc") in _ops(argv)
     assert ("--dev", "/dev") in _ops(argv)
+    for path in ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"):
+        assert ("--ro-bind-try", path, path) in _ops(argv)
     assert head[-4:] == ["--remount-ro", "/", "--chdir", WORKTREE]
     tail = argv[sep + 1 :]
     assert tail[-len(ARGV) :] == ARGV
@@ -219,6 +228,8 @@ def test_mounts_are_exactly_the_allowlist(access: WorktreeAccess) -> None:
     expected = {
         ("--proc", "/proc"),
         ("--dev", "/dev"),
+        *(("--ro-bind-try", p, p) for p in ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq")),
+        ("--ro-bind-try", "/proc/bus", "/proc/bus"),
         *(("--ro-bind", b.source, b.dest) for b in SYSTEM_BINDS if b.dest != "/etc/resolv.conf"),
         *(("--symlink", s.target, s.path) for s in SYSTEM_SYMLINKS),
         ("--ro-bind", AGENT_DIR, AGENT_DIR),
@@ -237,7 +248,11 @@ def test_mounts_are_exactly_the_allowlist(access: WorktreeAccess) -> None:
 
 def test_mounts_are_ordered_parent_before_child() -> None:
     argv = compile_bwrap(resolved(profile(RW, NetworkMode.NONE)), ARGV, env=ENV)
-    dests = [_dest(op) for op in _ops(argv) if op[0] != "--proc" and op[0] != "--dev"]
+    dests = [
+        _dest(op)
+        for op in _ops(argv)
+        if op[0] not in ("--proc", "--dev") and not op[-1].startswith("/proc/")
+    ]
     for i, child in enumerate(dests):
         for parent in dests[i + 1 :]:
             assert not (is_within(child, parent) and child != parent), (child, parent)

@@ -432,6 +432,14 @@ class BridgeRuntime:
                 "the supervisor's Python is installed at /, which cannot be mounted into the"
                 " sandbox for the network bridge; use a Python installed under a prefix"
             )
+        home = os.path.realpath(os.path.expanduser("~"))
+        if home != "/" and (prefix == home or home.startswith(prefix.rstrip("/") + "/")):
+            raise SandboxUnavailable(
+                f"the supervisor's Python is installed at {prefix}, which holds the home"
+                f" directory {home}; mounting it for the network bridge would show the sandbox"
+                " all of it. Run asup from a Python installed outside the home directory"
+                " (a venv made from it is fine)"
+            )
         script = os.path.realpath(__file__)
         paths = [prefix, script]
         if not interpreter.startswith(prefix + "/"):

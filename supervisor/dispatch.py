@@ -23,6 +23,7 @@ import ipaddress
 import os
 import shlex
 import shutil
+import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from supervisor import paths
 from supervisor.codecs import codec_for
 from supervisor.env import ChildEnv, build_child_env, check_not_nested
-from supervisor.errors import Refusal, SupervisorError
+from supervisor.errors import Refusal, SandboxUnavailable, SupervisorError
 from supervisor.events import (
     FailureKind,
     Outcome,
@@ -55,6 +56,7 @@ from supervisor.sandbox.bridge import BridgeRuntime, compile_restricted_network
 from supervisor.sandbox.bwrap import NetworkBridge, compile_bwrap
 from supervisor.sandbox.netpolicy import NetworkPolicy, PortForward
 from supervisor.sandbox.profile import (
+    LauncherMissing,
     NetworkMode,
     ResolvedSandbox,
     SandboxProfile,
@@ -374,12 +376,18 @@ class Sandbox:
     :attr:`launcher_env` — exactly the child's environment, which bwrap hands on (no value is
     ever put in the argv)."""
 
-    resolved: ResolvedSandbox
+    resolved: ResolvedSandbox | None  # None: unsandboxed (ASUP_ALLOW_UNSANDBOXED=1)
     env: ChildEnv
     bridge: NetworkBridge | None
     decisions: list[ProxyDecision]
 
+    @property
+    def unsandboxed(self) -> bool:
+        return self.resolved is None
+
     def command(self, argv: list[str]) -> list[str]:
+        if self.resolved is None:
+            return list(argv)
         return compile_bwrap(self.resolved, argv, env=self.env.vars, bridge=self.bridge)
 
     @property
@@ -404,16 +412,37 @@ async def open_sandbox(
 ) -> AsyncIterator[Sandbox]:
     """The sandbox of one run around ``worktree``: resolved paths, the network (for
     ``restricted``, the host proxy for the block's lifetime) and the child's environment.
-    ``resolver`` (None: the host's) is how the proxy resolves names."""
-    resolved = resolve(
-        profile,
-        worktree=worktree.path,
-        git_dir=worktree.common_dir,
-        home=home,
-        tmpdir=tmpdir,
-        agent_install_dirs=install_dirs,
-        search_path=host_env.get("PATH"),
-    )
+    ``resolver`` (None: the host's) is how the proxy resolves names.
+
+    A missing launcher is a refusal, unless the user set ``ASUP_ALLOW_UNSANDBOXED=1``: then
+    a run with network ``open`` goes ahead without a sandbox (the worktree, the allowlisted
+    environment and the store still apply). The hatch never reaches a ``restricted`` or
+    ``none`` run — only a sandbox can enforce those, and a run never gets a wider network
+    than asked — nor a launcher that is there but cannot start."""
+    resolved: ResolvedSandbox | None
+    try:
+        resolved = resolve(
+            profile,
+            worktree=worktree.path,
+            git_dir=worktree.common_dir,
+            home=home,
+            tmpdir=tmpdir,
+            agent_install_dirs=install_dirs,
+            search_path=host_env.get("PATH"),
+        )
+    except LauncherMissing as exc:
+        if host_env.get(UNSANDBOXED_VAR) != "1":
+            raise
+        if profile.network is not NetworkMode.OPEN:
+            raise Refusal(
+                f"{exc}. {UNSANDBOXED_VAR}=1 cannot lift it here: a {profile.network.value} "
+                "network is enforced by the sandbox, and a run never gets a wider network "
+                "than asked; install bubblewrap, or ask for --network open",
+                code="unsandboxed_network",
+            ) from exc
+        resolved = None
+    else:
+        await _preflight(resolved)
     decisions: list[ProxyDecision] = []
     async with _network(
         profile.network,
@@ -427,6 +456,33 @@ async def open_sandbox(
             host_env, agent, home=str(home), tmpdir=str(tmpdir), extra={**extra_env, **net_env}
         )
         yield Sandbox(resolved, env, bridge, decisions)
+
+
+UNSANDBOXED_VAR = "ASUP_ALLOW_UNSANDBOXED"
+_PREFLIGHT_OK: set[str] = set()
+
+
+async def _preflight(resolved: ResolvedSandbox) -> None:
+    """Can this launcher start a sandbox here? A host that denies user namespaces makes bwrap
+    fail at once: refuse with its own words, before any child or run exists."""
+    if resolved.backend != "bwrap" or resolved.launcher in _PREFLIGHT_OK:
+        return
+    argv = [resolved.launcher, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/"]
+    argv += ["--", "/bin/true"]
+    try:
+        done = await anyio.run_process(argv, check=False, stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        raise SandboxUnavailable(
+            f"{resolved.launcher} cannot be started ({exc}); reinstall bubblewrap"
+        ) from exc
+    if done.returncode != 0:
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+        raise SandboxUnavailable(
+            f"bubblewrap cannot create its namespaces on this host (it said: {said[0]}); "
+            "allow unprivileged user namespaces (e.g. sysctl kernel.unprivileged_userns_clone=1"
+            " or the AppArmor rule for bwrap) or run asup where they are allowed"
+        )
+    _PREFLIGHT_OK.add(resolved.launcher)
 
 
 async def _run_in_worktree(
@@ -480,6 +536,15 @@ async def _run_in_worktree(
         endpoint=request.endpoint,
     ) as sandbox:
         full_argv = sandbox.command(child_argv)
+        if sandbox.unsandboxed:
+            emit(
+                WarningRaised(
+                    seq(),
+                    f"running WITHOUT a sandbox ({UNSANDBOXED_VAR}=1 and bubblewrap is not "
+                    "installed): the child can read and write whatever this user can",
+                    "unsandboxed",
+                )
+            )
         store.set_launch(record.id, argv=full_argv, worktree=str(wt.path))
         shell = shell_form(full_argv, sandbox.env.vars, agent.signing_key)
         launch_file = run_dir / "launch.sh"

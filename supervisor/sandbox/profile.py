@@ -41,6 +41,7 @@ __all__ = [
     "SYSTEM_PATHS",
     "Backend",
     "Bind",
+    "LauncherMissing",
     "NetworkMode",
     "ProfileError",
     "ResolvedSandbox",
@@ -112,6 +113,12 @@ _DOMAIN = re.compile(
 
 class ProfileError(ConfigError, ValueError):
     """A profile file is missing, is not TOML, or does not describe a valid profile."""
+
+
+class LauncherMissing(SandboxUnavailable):
+    """The sandbox's launcher (bwrap, sandbox-exec) is not installed."""
+
+    code = "launcher_missing"
 
 
 class SandboxRefused(Refusal):
@@ -402,14 +409,14 @@ def _find_launcher(backend: Backend, search_path: str | None) -> str:
     if backend == "bwrap":
         found = shutil.which("bwrap", path=search_path)
         if found is None:
-            raise SandboxUnavailable(
+            raise LauncherMissing(
                 "bubblewrap (bwrap) was not found on PATH, and without it the child cannot be"
                 " contained; install it with `apt-get install bubblewrap` (Debian, Ubuntu) or"
                 " your distribution's bubblewrap package"
             )
         return os.path.realpath(found)
     if not os.access(SEATBELT_LAUNCHER, os.X_OK):
-        raise SandboxUnavailable(
+        raise LauncherMissing(
             f"{SEATBELT_LAUNCHER} is missing or not executable, and without it the child cannot"
             " be contained; Seatbelt sandboxing needs macOS"
         )

@@ -35,7 +35,7 @@ from supervisor.sandbox.profile import (
     is_within,
 )
 
-__all__ = ["NetworkBridge", "compile_bwrap"]
+__all__ = ["PROC_READ_ONLY", "NetworkBridge", "compile_bwrap"]
 
 
 class NetworkBridge(BaseModel):

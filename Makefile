@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup vendor demo test lint unit e2e bench clean
+.PHONY: setup vendor demo test lint unit e2e bench bench-startup clean
 
 $(BIN)/asup: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -36,6 +36,10 @@ test: vendor lint
 
 bench: vendor
 	$(BIN)/python -m benchmarks.decode_throughput
+	$(BIN)/python -m benchmarks.run_startup
+
+bench-startup: setup
+	$(BIN)/python -m benchmarks.run_startup
 
 clean:
 	rm -rf $(VENV) .vendor vendor/node_modules .mypy_cache .ruff_cache .pytest_cache

@@ -30,7 +30,6 @@ into that command line, the mounts it needs and the child's proxy variables.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import errno
 import fcntl
@@ -48,6 +47,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import asyncio
+
     from supervisor.sandbox.bwrap import NetworkBridge
     from supervisor.sandbox.netpolicy import NetworkPolicy
 
@@ -85,7 +86,9 @@ _PR_SET_PDEATHSIG = 1
 
 # --- shared by the relay and the proxy ----------------------------------------------------------
 
-Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+# asyncio is imported only where it runs: the bridge starts in front of every restricted child,
+# and importing asyncio (with ssl and concurrent.futures) is most of its start-up time.
+Stream = tuple["asyncio.StreamReader", "asyncio.StreamWriter"]
 
 
 async def splice(
@@ -95,6 +98,8 @@ async def splice(
     nothing moved either way for ``idle_timeout`` seconds (None: no limit). An end of file is
     passed on as a half-close. Every write waits for the transport to drain, so each direction
     holds at most ``chunk`` bytes plus the transport's high-water mark. The writers stay open."""
+    import asyncio
+
     loop = asyncio.get_running_loop()
     last = [loop.time()]
 
@@ -133,6 +138,8 @@ async def finish_answer(
     """After a final answer: half-close, then read and drop what the peer still sends (up to
     ``limit`` bytes, for a second at most), so closing does not reset the connection before
     the peer has read the answer."""
+    import asyncio
+
     with contextlib.suppress(OSError, TimeoutError):
         await writer.drain()
         if writer.can_write_eof():
@@ -145,6 +152,8 @@ async def finish_answer(
 
 async def close_writer(writer: asyncio.StreamWriter) -> None:
     """Close ``writer`` and wait (briefly) for it, ignoring a peer that is already gone."""
+    import asyncio
+
     writer.close()
     with contextlib.suppress(OSError, TimeoutError):
         await asyncio.wait_for(writer.wait_closed(), 5.0)
@@ -287,6 +296,8 @@ async def _relay(
     unix_path: str,
     preamble: bytes | None,
 ) -> None:
+    import asyncio
+
     try:
         up = await asyncio.wait_for(
             asyncio.open_unix_connection(unix_path, limit=_HEAD_LIMIT), _TIMEOUT_S
@@ -316,6 +327,8 @@ async def _relay(
 
 async def _serve(listeners: Sequence[tuple[socket.socket, bytes | None]], unix_path: str) -> None:
     """Relay every connection on ``listeners`` until SIGTERM or SIGINT."""
+    import asyncio
+
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -377,6 +390,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_REFUSED
 
     if not args.command:
+        import asyncio
+
         asyncio.run(_serve(listeners, args.unix))
         return 0
 
@@ -387,6 +402,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = 0
         try:
             _become_relay(parent)
+            import asyncio  # in the relay only: the child is exec'd without waiting for it
+
             asyncio.run(_serve(listeners, args.unix))
         except BaseException:
             status = 1

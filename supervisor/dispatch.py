@@ -256,6 +256,18 @@ async def dispatch_run(
             f"{agent.display_name} so that `{agent.binary}` is on PATH",
             code="agent_not_installed",
         )
+    if (
+        request.mode is Mode.WORKTREE_WRITE
+        and agent.write_needs_recorded_version
+        and probe.in_recorded_range is not True
+    ):
+        raise Refusal(
+            f"{agent.id} {probe.version} is outside the versions asup verified its write "
+            f"settings against ({agent.recorded_range.min}–{agent.recorded_range.max}); it "
+            "ignores settings it does not know, so a write run could be looser than asked. "
+            "Install a verified version, or run read-only",
+            code="write_version_unverified",
+        )
     repo = open_repository(request.repo)
     dirty = dirty_diff(repo)
     prompt = compose_prompt(

@@ -78,6 +78,12 @@ class AgentSpec(BaseModel):
     base_url_env: str | None = Field(
         default=None, description="Variable that points the CLI at another model endpoint."
     )
+    write_needs_recorded_version: bool = Field(
+        default=False,
+        description="Refuse a worktree-write run unless the installed version is inside "
+        "recorded_range: the CLI ignores unknown settings silently, so an untested version "
+        "could run with a looser configuration than asup asked for.",
+    )
 
     def parse_version_output(self, output: str) -> str | None:
         m = re.search(self.version_regex, output.strip())
@@ -91,7 +97,7 @@ AGENTS: dict[str, AgentSpec] = {
         binary="claude",
         version_regex=r"^(?P<v>\d+\.\d+\.\d+) \(Claude Code\)",
         recorded_range=VersionRange(min="2.1.197", max="2.1.197"),
-        modes=(Mode.READ_ONLY,),
+        modes=(Mode.READ_ONLY, Mode.WORKTREE_WRITE),
         transport="line-stream",
         env_prefixes=("ANTHROPIC_", "CLAUDE_CODE_", "DISABLE_"),
         signing_key="ANTHROPIC_API_KEY",
@@ -103,7 +109,8 @@ AGENTS: dict[str, AgentSpec] = {
         binary="codex",
         version_regex=r"^codex-cli (?P<v>\d+\.\d+\.\d+)",
         recorded_range=VersionRange(min="0.171.0", max="0.171.0"),
-        modes=(Mode.READ_ONLY,),
+        modes=(Mode.READ_ONLY, Mode.WORKTREE_WRITE),
+        write_needs_recorded_version=True,
         transport="line-stream",
         env_prefixes=("CODEX_", "OPENAI_"),
         signing_key="OPENAI_API_KEY",

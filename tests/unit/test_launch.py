@@ -62,7 +62,11 @@ def test_codex_default_endpoint_is_the_vendors() -> None:
 @pytest.mark.parametrize(
     ("agent", "kwargs", "code"),
     [
-        (CLAUDE, {"mode": Mode.WORKTREE_WRITE}, "mode_not_implemented"),
+        (
+            CLAUDE.model_copy(update={"modes": (Mode.READ_ONLY,)}),
+            {"mode": Mode.WORKTREE_WRITE},
+            "mode_not_implemented",
+        ),
         (CODEX, {"max_turns": 2}, "max_turns_unsupported"),
         (CLAUDE, {"endpoint": "ftp://x"}, "bad_endpoint"),
         (CLAUDE, {"endpoint": "http://"}, "bad_endpoint"),
@@ -74,6 +78,13 @@ def test_refusals(agent: object, kwargs: dict[str, object], code: str) -> None:
         plan_launch(agent, **args)  # type: ignore[arg-type]
     assert info.value.code == code
     assert str(info.value)
+
+
+def test_claude_write_plan_has_the_edit_tools_and_accept_edits() -> None:
+    plan = plan_launch(CLAUDE, prompt="p", mode=Mode.WORKTREE_WRITE, home="/h")
+    assert plan.argv[plan.argv.index("--tools") + 1] == "Read,Grep,Glob,Edit,Write"
+    assert plan.argv[plan.argv.index("--permission-mode") + 1] == "acceptEdits"
+    assert "Bash" not in " ".join(plan.argv)
 
 
 def test_endpoint_host_defaults_ports() -> None:

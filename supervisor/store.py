@@ -19,6 +19,9 @@ time, so a reused pid does not count) is gone was cut short by a crash, ``kill -
 loss: :meth:`RunStore.recover_interrupted` marks it ``interrupted`` with an unknown outcome.
 Nothing re-runs it; its transcript stays as far as it got.
 
+A run may leave one review (``reviews``, schema version 2): the patch it staged for a person,
+``pending`` until it is ``applied`` or ``discarded``, each exactly once (see docs/review.md).
+
 The file records its schema version in ``meta``. An older file is migrated forward, step by
 step, in one transaction; a file from a newer asup is refused and never rewritten.
 """
@@ -49,6 +52,8 @@ from supervisor.summary import RunSummary
 __all__ = [
     "DB_NAME",
     "SCHEMA_VERSION",
+    "ReviewRecord",
+    "ReviewState",
     "RunRecord",
     "RunState",
     "RunStore",
@@ -93,6 +98,30 @@ class RunRecord(BaseModel):
     summary: dict[str, Any] | None
 
 
+class ReviewState(StrEnum):
+    PENDING = "pending"
+    APPLIED = "applied"
+    DISCARDED = "discarded"
+
+
+class ReviewRecord(BaseModel):
+    """One row of ``reviews``: a run's staged patch and what became of it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    state: ReviewState
+    base_commit: str
+    patch_sha256: str
+    patch_path: str | None  # None once the patch file is gone (discarded)
+    flagged: bool
+    flag_reasons: tuple[str, ...]
+    stats: dict[str, int]
+    created_at: datetime
+    decided_at: datetime | None
+    branch: str | None
+
+
 def _v1(db: sqlite3.Connection) -> None:
     db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
     db.execute(
@@ -124,9 +153,29 @@ def _v1(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX runs_state ON runs (state)")
 
 
+def _v2(db: sqlite3.Connection) -> None:
+    db.execute(
+        """
+        CREATE TABLE reviews (
+            run_id       TEXT PRIMARY KEY REFERENCES runs (id),
+            state        TEXT NOT NULL CHECK (state IN ('pending', 'applied', 'discarded')),
+            base_commit  TEXT NOT NULL,
+            patch_sha256 TEXT NOT NULL,
+            patch_path   TEXT,
+            flagged      INTEGER NOT NULL,
+            flag_reasons TEXT NOT NULL,
+            stats        TEXT NOT NULL,
+            created_at   TEXT NOT NULL,
+            decided_at   TEXT,
+            branch       TEXT
+        )
+        """
+    )
+
+
 # Step n takes a file at version n - 1 to version n. Version 0 is an empty file.
-_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1}
-SCHEMA_VERSION = 1
+_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1, 2: _v2}
+SCHEMA_VERSION = 2
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -160,6 +209,20 @@ _COLUMNS = (
     "id, agent, vendor_version, argv, profile, network, worktree, repo, base_commit, owner_pid, "
     "owner_started, state, started_at, finished_at, outcome, failure_kind, reason, summary"
 )
+
+
+_REVIEW_COLUMNS = (
+    "run_id, state, base_commit, patch_sha256, patch_path, flagged, flag_reasons, stats, "
+    "created_at, decided_at, branch"
+)
+
+
+def _review(row: sqlite3.Row) -> ReviewRecord:
+    values = dict(row)
+    values["flagged"] = bool(values["flagged"])
+    values["flag_reasons"] = tuple(json.loads(values["flag_reasons"]))
+    values["stats"] = json.loads(values["stats"])
+    return ReviewRecord.model_validate(values)
 
 
 def _record(row: sqlite3.Row) -> RunRecord:
@@ -471,6 +534,89 @@ class RunStore:
                 )
         found = [self.get(r["id"]) for r in dead]
         return [r for r in found if r is not None]
+
+    # -- reviews --------------------------------------------------------------------------------
+
+    def add_review(
+        self,
+        *,
+        run_id: str,
+        base_commit: str,
+        patch_sha256: str,
+        patch_path: Path | str,
+        flagged: bool,
+        flag_reasons: Sequence[str],
+        stats: Mapping[str, int],
+        effect: Callable[[], None] | None = None,
+    ) -> ReviewRecord:
+        """Record run ``run_id``'s review as ``pending``. ``effect`` runs inside the transaction,
+        after the insert: when it raises, nothing is recorded. A run has at most one review;
+        a second one, or one for an unknown run, is a :class:`StoreError`."""
+        with self._write() as db:
+            if db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+                raise StoreError(f"no run {run_id} in {self.db_path}")
+            if db.execute("SELECT 1 FROM reviews WHERE run_id = ?", (run_id,)).fetchone():
+                raise StoreError(f"run {run_id} has a review already; a run is reviewed once")
+            db.execute(
+                f"INSERT INTO reviews ({_REVIEW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    ReviewState.PENDING.value,
+                    base_commit,
+                    patch_sha256,
+                    str(patch_path),
+                    int(flagged),
+                    json.dumps(list(flag_reasons), ensure_ascii=False),
+                    json.dumps(dict(stats)),
+                    _now(),
+                    None,
+                    None,
+                ),
+            )
+            if effect is not None:
+                effect()
+        review = self.get_review(run_id)
+        assert review is not None
+        return review
+
+    def get_review(self, run_id: str) -> ReviewRecord | None:
+        with self._db() as db:
+            row = db.execute(
+                f"SELECT {_REVIEW_COLUMNS} FROM reviews WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        return None if row is None else _review(row)
+
+    def decide_review(
+        self,
+        run_id: str,
+        state: ReviewState,
+        *,
+        branch: str | None = None,
+        effect: Callable[[], None] | None = None,
+    ) -> ReviewRecord | None:
+        """``pending`` → ``state`` (applied or discarded) in one transaction: a single ``UPDATE``
+        guarded by ``state = 'pending'``, so of two deciders exactly one wins. ``effect`` runs
+        inside the transaction once the update won: when it raises, the review stays pending.
+        Returns the decided review, or None when it was not pending (the caller reads why)."""
+        if state is ReviewState.PENDING:
+            raise ValueError("a review is decided as applied or discarded")
+        with self._write() as db:
+            changed = db.execute(
+                "UPDATE reviews SET state = ?, decided_at = ?, branch = ?, "
+                "patch_path = CASE WHEN ? THEN NULL ELSE patch_path END "
+                "WHERE run_id = ? AND state = ?",
+                (
+                    state.value,
+                    _now(),
+                    branch,
+                    int(state is ReviewState.DISCARDED),
+                    run_id,
+                    ReviewState.PENDING.value,
+                ),
+            ).rowcount
+            if changed and effect is not None:
+                effect()
+        return self.get_review(run_id) if changed else None
 
     def close(self) -> None:
         """Close the transcript files this store holds open."""

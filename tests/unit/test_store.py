@@ -222,15 +222,16 @@ def test_an_older_schema_is_migrated_in_place(
     def v2(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE runs ADD COLUMN labels TEXT NOT NULL DEFAULT '[]'")
 
-    monkeypatch.setattr(store_module, "_MIGRATIONS", {**store_module._MIGRATIONS, 2: v2})
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 2)
+    newer = SCHEMA_VERSION + 1
+    monkeypatch.setattr(store_module, "_MIGRATIONS", {**store_module._MIGRATIONS, newer: v2})
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", newer)
     store = RunStore(tmp_path)
     assert store.get(old.id) == old
     with sqlite3.connect(tmp_path / "runs.sqlite3") as db:
         version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         labels = db.execute("SELECT labels FROM runs").fetchall()
     db.close()
-    assert version == ("2",)
+    assert version == (str(newer),)
     assert labels == [("[]",)]
 
 

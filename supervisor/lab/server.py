@@ -40,6 +40,7 @@ import argparse
 import contextlib
 import importlib
 import json
+import re
 import socket
 import struct
 import sys
@@ -53,7 +54,7 @@ from types import TracebackType
 from typing import Any, Literal, Protocol, cast
 
 from supervisor.lab.scenarios import get_scenario
-from supervisor.lab.script import Reply, Script, Text
+from supervisor.lab.script import Reply, Script, Text, ToolCall
 
 __all__ = [
     "CUT_DRAIN_S",
@@ -132,6 +133,23 @@ class LoggedRequest:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+_CWD = re.compile(r"working directory: (/[^\s\\\"'<>]+)", re.I)
+
+
+def bind_cwd(reply: Reply, request_text: str) -> Reply:
+    """Replace ``<cwd>`` in the reply's tool inputs with the working directory the request's
+    system prompt names (claude says "Primary working directory: /…"): the lab's way to make a
+    tool call with an absolute path into a worktree whose path it cannot know in advance."""
+    if not any(isinstance(b, ToolCall) and "<cwd>" in json.dumps(b.input) for b in reply.blocks):
+        return reply
+    found = _CWD.search(request_text)
+    if found is None:
+        return reply
+    from supervisor.lab.scenarios import bind_replies
+
+    return bind_replies((reply,), {"<cwd>": found.group(1)})[0]
 
 
 def is_side_request(path: str, body: Any) -> bool:
@@ -238,6 +256,7 @@ class _Handler(BaseHTTPRequestHandler):
                 reply = self.state.script.next_reply()
                 entry.reply_index = self.state.main_count
                 self.state.main_count += 1
+            reply = bind_cwd(reply, raw.decode("utf-8", "replace"))
         self._answer(wire, reply, request, entry)
 
     def _answer(

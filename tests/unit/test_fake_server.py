@@ -429,3 +429,16 @@ def test_files_changed_reports_kinds(tmp_path: Path) -> None:
         {"path": "gone.txt", "kind": "delete"},
         {"path": "sub/new file.txt", "kind": "add"},
     ]
+
+
+def test_cwd_placeholder_is_bound_from_the_request() -> None:
+    from supervisor.lab.script import ToolCall
+    from supervisor.lab.server import bind_cwd
+
+    reply = Reply((ToolCall("Write", {"file_path": "<cwd>/NEW.md", "content": "x"}),))
+    request = json.dumps({"system": [{"text": "Primary working directory: /tmp/wt/checkout\n"}]})
+    bound = bind_cwd(reply, request)
+    block = bound.blocks[0]
+    assert isinstance(block, ToolCall)
+    assert block.input == {"file_path": "/tmp/wt/checkout/NEW.md", "content": "x"}
+    assert bind_cwd(reply, "{}") == reply  # no working directory named: left as it is

@@ -28,6 +28,7 @@ __all__ = [
     "Outcome",
     "OutcomeStatus",
     "PermissionDenied",
+    "ReviewStaged",
     "RunEvent",
     "RunFinished",
     "RunStarted",
@@ -296,6 +297,20 @@ class Unrecognized:
 
 
 @dataclass(slots=True)
+class ReviewStaged:
+    """What the child wrote, captured, redacted and kept as a pending review. ``sha256`` is of
+    the stored (redacted) patch: ``asup apply`` asks for its first 12 hex digits."""
+
+    seq: int
+    run_id: str
+    sha256: str
+    files: int
+    flagged: bool = False
+    flags: tuple[str, ...] = ()
+    type: Literal["review.staged"] = "review.staged"
+
+
+@dataclass(slots=True)
 class RunFinished:
     seq: int
     outcome: Outcome
@@ -315,6 +330,7 @@ RunEvent = (
     | WarningRaised
     | ErrorReported
     | Unrecognized
+    | ReviewStaged
     | RunFinished
 )
 
@@ -368,6 +384,12 @@ def describe(event: RunEvent) -> str:
             return f"error ({kind.value}): {message}"
         case Unrecognized(reason=reason):
             return f"unrecognized line: {reason}"
+        case ReviewStaged(run_id=run_id, sha256=digest, files=files, flagged=flagged):
+            flag = " (FLAGGED)" if flagged else ""
+            return (
+                f"review staged{flag}: {files} file(s), hash {digest[:12]} — "
+                f"asup review {run_id} · asup apply {run_id}"
+            )
         case RunFinished(outcome=outcome):
             why = f"/{outcome.failure_kind.value}" if outcome.failure_kind else ""
             return f"run finished: {outcome.status.value}{why}"

@@ -33,7 +33,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import pygit2
 from pygit2.enums import ApplyLocation, DeltaStatus, DiffFind, DiffOption, FileMode, ObjectType
@@ -57,6 +57,7 @@ __all__ = [
     "apply_review",
     "capture",
     "discard_review",
+    "pending_review",
     "read_patch",
     "stage_review",
 ]
@@ -92,9 +93,8 @@ class ReviewRefused(Refusal):
     code = "review"
 
 
-class Redaction(Protocol):
-    """What the secret scan returns (``supervisor.redact.Redaction``)."""
-
+@runtime_checkable
+class _RedactedText(Protocol):
     @property
     def text(self) -> str: ...
     @property
@@ -103,6 +103,19 @@ class Redaction(Protocol):
     def flagged(self) -> bool: ...
 
 
+@runtime_checkable
+class _RedactedPatch(Protocol):
+    @property
+    def patch(self) -> str: ...
+    @property
+    def findings(self) -> Sequence[object]: ...
+    @property
+    def flagged(self) -> bool: ...
+
+
+# What the secret scan returns (``supervisor.redact.Redaction``): the redacted patch as
+# ``text`` or ``patch``, the findings, and whether they flag the change.
+Redaction = _RedactedText | _RedactedPatch
 Redactor = Callable[[str], Redaction]
 
 
@@ -264,7 +277,8 @@ def stage_review(store: RunStore, run_id: str, capture: Capture, redact: Redacto
             " was stored, so there is nothing to review or apply",
             code="redaction_failed",
         ) from None
-    data = redaction.text.encode("utf-8", "surrogateescape")
+    text = redaction.text if isinstance(redaction, _RedactedText) else redaction.patch
+    data = text.encode("utf-8", "surrogateescape")
     try:
         stats = pygit2.Diff.parse_diff(data).stats
     except pygit2.GitError:
@@ -331,12 +345,13 @@ def read_patch(review: ReviewRecord) -> bytes:
 # Deciding
 
 
-def _pending(store: RunStore, run_id: str) -> ReviewRecord:
+def pending_review(store: RunStore, run_id: str) -> ReviewRecord:
+    """Run ``run_id``'s review, refused unless it exists and is still pending."""
     review = store.get_review(run_id)
     if review is None:
         raise ReviewRefused(
             f"run {run_id} has no review; only a run that changed files leaves one"
-            " (`asup runs show {run_id}`)",
+            f" (`asup runs show {run_id}`)",
             code="no_review",
         )
     return _still_pending(review)
@@ -378,7 +393,7 @@ def apply_review(
     """Land run ``run_id``'s pending review as branch ``external/<run id>`` with exactly one
     commit, whose parent is the base commit, built in the object database alone. Refused, with
     nothing changed, unless ``typed_digits`` are the first 12 hex digits of the patch hash."""
-    review = _pending(store, run_id)
+    review = pending_review(store, run_id)
     if typed_digits.strip().lower() != review.patch_sha256[:DIGITS]:
         raise ReviewRefused(
             f"the digits typed are not the first {DIGITS} of run {run_id}'s patch hash; nothing"
@@ -529,7 +544,7 @@ def _copy_missing(src: pygit2.Repository, dst: pygit2.Repository, oid: pygit2.Oi
 
 def discard_review(store: RunStore, run_id: str) -> ReviewRecord:
     """``pending`` → ``discarded``; the patch file is removed. Refused unless pending."""
-    review = _pending(store, run_id)
+    review = pending_review(store, run_id)
     decided = store.decide_review(run_id, ReviewState.DISCARDED)
     if decided is None:
         raise _lost(store, run_id)

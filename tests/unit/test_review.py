@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 import subprocess
 import threading
+from argparse import Namespace
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -598,3 +600,81 @@ def test_a_version_1_store_gains_the_reviews_table(tmp_path: Path) -> None:
     review = RunStore(tmp_path).get_review("r1")
     assert review is not None
     assert review.state is ReviewState.PENDING
+
+
+# ---------------------------------------------------------------------------------------------
+# The scan's result as supervisor.redact shapes it, and the CLI functions
+
+
+@dataclass(frozen=True)
+class PatchShaped:
+    patch: str
+    findings: tuple[object, ...]
+
+    @property
+    def flagged(self) -> bool:
+        return bool(self.findings)
+
+
+def test_a_scan_result_holding_the_patch_as_patch_is_stored(setup: Setup) -> None:
+    (setup.wt / "config.env").write_text("TOKEN=SECRET-123\n")
+
+    def redact(text: str) -> PatchShaped:
+        return PatchShaped(text.replace("SECRET-123", "[REDACTED:x]"), ("x",))
+
+    review = stage_review(setup.store, setup.run_id, setup.capture(), redact)
+    assert review.patch_path is not None
+    assert b"+TOKEN=[REDACTED:x]" in Path(review.patch_path).read_bytes()
+    assert review.flag_reasons == (
+        "the secret scan flagged the change (1 finding(s), redacted in the stored patch)",
+    )
+
+
+@pytest.fixture
+def cli(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> Setup:
+    """The CLI's state dir is the setup's store."""
+    monkeypatch.setattr(
+        "supervisor.cli.review.paths.state_dir", lambda env=None: setup.store.state_dir
+    )
+    return setup
+
+
+def test_review_command_prints_json_and_the_diff(
+    cli: Setup, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from supervisor.cli.review import review_command
+
+    _modify(cli.wt)
+    (cli.wt / "evil.txt").write_text("line\x1b[2Khidden\n")
+    digits = cli.stage()
+    assert review_command(Namespace(run_id=cli.run_id, json=True)) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["state"] == "pending"
+    assert body["patch_sha256"][:12] == digits
+    assert body["stats"] == {"files": 2, "insertions": 2, "deletions": 0}
+    assert "+world" in body["patch"]
+    assert review_command(Namespace(run_id=cli.run_id, json=False)) == 0
+    shown = capsys.readouterr().out
+    assert "+world" in shown
+    assert "\x1b[2K" not in shown
+    assert "\\x1b[2Khidden" in shown
+    assert body["patch_sha256"] in shown
+
+
+def test_cli_refusals_exit_1_and_say_so(cli: Setup, capsys: pytest.CaptureFixture[str]) -> None:
+    from supervisor.cli.review import apply_command, discard_command, review_command
+
+    assert review_command(Namespace(run_id=cli.run_id, json=False)) == 1
+    assert "asup review: refused: run " in capsys.readouterr().err
+    _modify(cli.wt)
+    cli.stage()
+    before = snapshot(cli.root)
+    # pytest's stdin is not a terminal: apply refuses before it asks anything.
+    assert apply_command(Namespace(run_id=cli.run_id, allow_flagged=False, repo=None)) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("asup apply: refused: applying needs a person at a terminal")
+    assert snapshot(cli.root) == before
+    assert discard_command(Namespace(run_id=cli.run_id)) == 0
+    assert "discarded run" in capsys.readouterr().out
+    assert discard_command(Namespace(run_id=cli.run_id)) == 1
+    assert "asup discard: refused: run " in capsys.readouterr().err

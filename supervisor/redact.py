@@ -62,7 +62,7 @@ MAX_INPUT_CHARS = 16 * 1024 * 1024
 """Inputs longer than this (in characters) are refused rather than scanned."""
 
 ENTROPY_MIN_LENGTH = 20
-ENTROPY_RATIO = 0.84
+ENTROPY_RATIO = 0.82
 """A candidate is flagged when its Shannon entropy in bits per character is at least this fraction
 of ``log2(min(length, 64))``, the entropy of a string of that length with no repeated character
 (capped at the 64-symbol base64 alphabet). Calibrated on ``tests/redaction_corpus``."""
@@ -157,7 +157,8 @@ _PLACEHOLDER_WORDS = frozenset(
         "hidden",
     }
 )
-_PREFIX_PLACEHOLDERS = ("test", "$", "%", "/", "./", "../", "~/")
+_PREFIX_PLACEHOLDERS = ("test", "$", "%", "!", "/", "./", "../", "~/")
+_TEMPLATE = re.compile(r"\{[^{}]*\}")
 
 
 def _classes(value: str) -> int:
@@ -175,6 +176,7 @@ def _is_placeholder(value: str) -> bool:
         or any(part in low for part in _PLACEHOLDER_PARTS)
         or low.startswith(_PREFIX_PLACEHOLDERS)
         or _REPEAT.search(value) is not None
+        or _TEMPLATE.search(value) is not None
     )
 
 
@@ -301,7 +303,8 @@ _CONTEXT_RULES: tuple[_Rule, ...] = (
     _Rule(
         "url-credentials",
         re.compile(
-            r"\b[A-Za-z][A-Za-z0-9+.-]{1,15}://[^\s:/@\"'`]{1,64}:(?P<s>[^\s@/\"'`]{1,128})@"
+            r"\b[A-Za-z][A-Za-z0-9+.-]{1,15}://(?P<u>[^\s:/@\"'`]{0,64}):(?!(?P=u)@)"
+            r"(?P<s>[^\s@/\"'`]{1,128})@"
             r"[A-Za-z0-9\[]"
         ),
         _url_password_ok,
@@ -368,6 +371,8 @@ _DIGEST_PREFIX = re.compile(r"(?:sha1|sha224|sha256|sha384|sha512|md5)[-_:]", re
 _NOT_SECRET_BEFORE = re.compile(
     r"(?:base64,|h1:|sha\d{1,3}:|md5:|ssh-(?:rsa|dss|ed25519)\s+|ecdsa-sha2-nistp\d+\s+)$"
 )
+_SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+){2,}")
+_ULID = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
 _WORDY = re.compile(r"[A-Z]?[a-z]{3,}|[A-Z]{3,}")
 
 
@@ -384,6 +389,12 @@ def _entropy_candidate(token: str, before: str, ratio: float) -> bool:
     if _HEX.fullmatch(bare):  # digests, git object ids, UUIDs: hex is not judged by entropy
         return False
     if _DIGEST_PREFIX.match(body) or _NOT_SECRET_BEFORE.search(before):
+        return False
+    if body.startswith(("pk_live_", "pk_test_")):  # Stripe publishable keys are public
+        return False
+    if _SLUG.fullmatch(body):  # k8s pod names, image tags, slugs: lowercase words and ids
+        return False
+    if _ULID.fullmatch(body):  # sortable ids: a timestamp and randomness, not a credential
         return False
     if "/" in body and all(_WORDY.fullmatch(part) for part in body.split("/") if part):
         return False  # a path made of words
@@ -577,13 +588,16 @@ def _scan_line(line: _Line, ratio: float) -> Iterator[_Hit]:
 
     text = line.text
     for rule in (*_VENDOR_RULES, *_CONTEXT_RULES):
-        for m in rule.pattern.finditer(text):
-            s, e = m.span("s")
-            if claim(s, e) and rule.check(m.group("s")):
+        for found in rule.pattern.finditer(text):
+            s, e = found.span("s")
+            if claim(s, e) and rule.check(found.group("s")):
                 yield _hit(rule.id, line, s, e)
-    for m in _ASSIGNMENT.finditer(text):
+    pos = 0
+    while (m := _ASSIGNMENT.search(text, pos)) is not None:
         if not _credential_key(m.group("key")):
+            pos = m.end("key")  # the value may itself be a name: `$ENV:ADMIN_PASSWORD = '…'`
             continue
+        pos = m.end()
         group = next(g for g in ("dq", "sq", "bq", "uv") if m.group(g) is not None)
         quoted = group != "uv"
         if not quoted and line.kind is _Kind.CODE and not text[: m.start()].endswith(("?", "&")):

@@ -27,6 +27,7 @@ import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 
@@ -41,6 +42,7 @@ from supervisor.events import (
     FailureKind,
     Outcome,
     OutcomeStatus,
+    ReviewStaged,
     RunEvent,
     RunFinished,
     RunStarted,
@@ -51,7 +53,9 @@ from supervisor.launch import endpoint_host, plan_launch
 from supervisor.probe import ProbeState, probe_agent
 from supervisor.process import ChildResult, run_child
 from supervisor.prompt import compose_prompt
+from supervisor.redact import redact_patch
 from supervisor.registry import AgentSpec, Mode, get_agent
+from supervisor.review import DEFAULT_LIMIT_BYTES, capture, stage_review
 from supervisor.sandbox.bridge import BridgeRuntime, compile_restricted_network
 from supervisor.sandbox.bwrap import NetworkBridge, compile_bwrap
 from supervisor.sandbox.netpolicy import NetworkPolicy, PortForward
@@ -113,6 +117,7 @@ class RunRequest(BaseModel):
     max_runtime_s: float | None = Field(default=None, gt=0)
     max_turns: int | None = Field(default=None, gt=0)
     prompt_budget_bytes: int = Field(default=200_000, gt=0)
+    review_limit_bytes: int = Field(default=DEFAULT_LIMIT_BYTES, gt=0)
     grace_s: float = Field(default=5.0, ge=0)
 
 
@@ -497,6 +502,45 @@ async def _preflight(resolved: ResolvedSandbox) -> None:
     _PREFLIGHT_OK.add(resolved.launcher)
 
 
+async def _stage(
+    store: RunStore,
+    run_id: str,
+    wt: Worktree,
+    seq: SeqCounter,
+    emit: Callable[[RunEvent], None],
+    limit_bytes: int,
+) -> None:
+    """The child's change: captured against the base commit, redacted, hashed, kept pending.
+    Nothing reaches the user's checkout here; ``asup apply`` is the only way it lands."""
+    try:
+        change = await anyio.to_thread.run_sync(
+            partial(capture, wt.path, wt.base_commit, limit_bytes=limit_bytes)
+        )
+    except Refusal as exc:
+        emit(WarningRaised(seq(), f"nothing was kept for review: {exc}", exc.code))
+        return
+    for note in change.notes:
+        emit(WarningRaised(seq(), note, "capture_note"))
+    if change.empty:
+        emit(WarningRaised(seq(), "the agent changed no file: nothing to review", "no_change"))
+        return
+    try:
+        review = stage_review(store, run_id, change, redact_patch)
+    except Refusal as exc:
+        emit(WarningRaised(seq(), f"nothing was kept for review: {exc}", exc.code))
+        return
+    emit(
+        ReviewStaged(
+            seq(),
+            run_id,
+            review.patch_sha256,
+            review.stats.get("files", len(change.files)),
+            review.flagged,
+            review.flag_reasons,
+        )
+    )
+
+
 async def _run_in_worktree(
     request: RunRequest,
     wt: Worktree,
@@ -601,6 +645,12 @@ async def _run_in_worktree(
             emit(ev)
         for p in result.survivors_killed:
             emit(WarningRaised(seq(), f"killed a leftover process {p.pid} ({p.name})", "survivor"))
+    for d in folder.summary().permission_denials:
+        what = d.path or d.detail or d.call_id or "an action"
+        emit(WarningRaised(seq(), f"{d.tool} was denied: {what}", "permission_denied"))
+    if request.mode is Mode.WORKTREE_WRITE:
+        # Still inside the worktree's block: capture before it is removed.
+        await _stage(store, record.id, wt, seq, emit, request.review_limit_bytes)
     if result.timed_out:
         outcome = Outcome(
             OutcomeStatus.TIMED_OUT, None, f"the run exceeded {request.max_runtime_s} s"

@@ -63,6 +63,12 @@ def _parser() -> argparse.ArgumentParser:
         "--max-turns", type=int, metavar="N", help="turn budget (agents that enforce one)"
     )
     run.add_argument("--json", action="store_true", help="print the run's events as JSON lines")
+    run.add_argument(
+        "--write",
+        action="store_true",
+        help="let the agent edit files in its worktree; the change is kept for review "
+        "(asup review / apply / discard), nothing reaches your checkout before that",
+    )
 
     rs = sub.add_parser("runs", help="the runs asup has recorded")
     rsub = rs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
@@ -72,6 +78,20 @@ def _parser() -> argparse.ArgumentParser:
     rsh = rsub.add_parser("show", help="one run: its record, outcome and summary")
     rsh.add_argument("run_id")
     rsh.add_argument("--json", action="store_true")
+
+    rv = sub.add_parser("review", help="show the change a run left for review")
+    rv.add_argument("run_id")
+    rv.add_argument("--json", action="store_true", help="print one JSON object")
+    apl = sub.add_parser(
+        "apply", help="land a run's reviewed change as a new branch (asks for its hash)"
+    )
+    apl.add_argument("run_id")
+    apl.add_argument(
+        "--allow-flagged", action="store_true", help="also land a change the review flagged"
+    )
+    apl.add_argument("--repo", help="the repository (default: the one the run was made in)")
+    dsc = sub.add_parser("discard", help="drop a run's pending change without landing it")
+    dsc.add_argument("run_id")
 
     cf = sub.add_parser("config", help="turn asup on or off for this user")
     csub = cf.add_subparsers(dest="config_command", metavar="ACTION", required=True)
@@ -108,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stderr_path=args.stderr,
             as_json=args.json,
         )
-    if args.command in ("run", "runs", "agents"):
+    if args.command in ("run", "runs", "agents", "review", "apply", "discard"):
         import os
 
         from supervisor import paths
@@ -141,6 +161,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.agents_command == "list":
             return run_list(as_json=args.json, probe=not args.no_probe)
         return run_probe(args.agent, as_json=args.json)
+    if args.command in ("review", "apply", "discard"):
+        from supervisor.cli import review as review_cli
+
+        command = {
+            "review": review_cli.review_command,
+            "apply": review_cli.apply_command,
+            "discard": review_cli.discard_command,
+        }[args.command]
+        return command(args)
     parser.error(f"unknown command {args.command!r}")
     return EXIT_USAGE
 

@@ -122,7 +122,7 @@ def _request(args: Any, env: Mapping[str, str]) -> RunRequest:
         agent=args.agent,
         task=args.task,
         repo=Path(args.repo).resolve(),
-        mode=Mode.READ_ONLY,
+        mode=Mode.WORKTREE_WRITE if args.write else Mode.READ_ONLY,
         network=NetworkMode(network) if network else None,
         allowed_domains=tuple(args.allow_domain or ()),
         endpoint=endpoint,

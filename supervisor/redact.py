@@ -103,7 +103,7 @@ class Redaction:
 # Value checks
 
 
-def fingerprint(value: str) -> str:
+def _fingerprint(value: str) -> str:
     shown = min(4, len(value) // 4)
     return f"{value[:shown]}...{len(value)}"
 
@@ -640,7 +640,7 @@ def _run(text: str, *, diff: bool, ratio: float) -> Redaction:
     lines = list(_added_lines(text) if diff else _plain_lines(text))
     hits = sorted(_scan_lines(lines, ratio), key=lambda h: h.edits[0])
     findings = tuple(
-        Finding(h.rule, h.line, h.edits[0][0], h.edits[-1][1], fingerprint(h.value)) for h in hits
+        Finding(h.rule, h.line, h.edits[0][0], h.edits[-1][1], _fingerprint(h.value)) for h in hits
     )
     edits = sorted((span, f"[REDACTED:{h.rule}]") for h in hits for span in h.edits)
     out: list[str] = []

@@ -17,6 +17,7 @@ import pytest
 from supervisor.dispatch import RunRequest, dispatch_run
 from supervisor.errors import Refusal, SandboxUnavailable
 from supervisor.events import OutcomeStatus, RunEvent, WarningRaised
+from supervisor.registry import Mode
 from supervisor.sandbox.profile import NetworkMode
 from supervisor.store import RunStore
 
@@ -117,3 +118,27 @@ def test_a_launcher_that_cannot_create_namespaces_is_refused(world: dict[str, ob
     world["env"] = {**world["env"], "ASUP_ALLOW_UNSANDBOXED": "1"}  # type: ignore[dict-item]
     with pytest.raises(SandboxUnavailable, match="user namespaces"):
         run(world, network=NetworkMode.OPEN)
+
+
+def test_codex_write_run_needs_a_verified_version(world: dict[str, object]) -> None:
+    bin_dir = world["bin"]
+    assert isinstance(bin_dir, Path)
+    script(bin_dir / "codex", 'echo "codex-cli 0.999.0"')
+    events: list[RunEvent] = []
+    request = RunRequest(
+        agent="codex-cli",
+        task="t",
+        repo=world["repo"],  # type: ignore[arg-type]
+        mode=Mode.WORKTREE_WRITE,
+    )
+    env = world["env"]
+    assert isinstance(env, dict)
+
+    async def go() -> object:
+        return await dispatch_run(request, host_env=env, on_event=events.append)
+
+    with pytest.raises(Refusal) as info:
+        anyio.run(go)
+    assert info.value.code == "write_version_unverified"
+    assert "0.999.0 is outside the versions asup verified" in str(info.value)
+    assert events == []  # refused before anything was recorded or started

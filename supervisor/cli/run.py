@@ -219,6 +219,7 @@ def run_command(args: Any) -> int:
                 why = f": {outcome.reason}" if outcome.reason else ""
                 view.finished = f"run {report.record.id}: {outcome.status.value}{kind}{why}"
                 live.update(view.render())
+            console.print()
     except Refusal as exc:
         if args.json:
             print(json.dumps({"type": "refused", "code": exc.code, "reason": str(exc)}))

@@ -1,0 +1,371 @@
+"""AcpFold: the recorded claude-agent-acp transcripts replayed, the mapping, and robustness."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from supervisor.acp import AcpFold, outcome_for_stop_reason
+from supervisor.events import (
+    AgentSessionStarted,
+    ErrorReported,
+    FailureKind,
+    FileChanged,
+    MessageEmitted,
+    OutcomeStatus,
+    PermissionDenied,
+    RunEvent,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnEnded,
+    Unrecognized,
+    UsageReported,
+    WarningRaised,
+)
+from supervisor.summary import RunSummary, fold
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "external" / "claude-acp" / "0.23.1"
+SCENARIOS = ("plain_text", "read_file", "write_file", "http_500")
+
+
+def replay(name: str) -> tuple[AcpFold, list[RunEvent]]:
+    acp = AcpFold(cwd="<repo>")
+    events: list[RunEvent] = []
+    for line in (FIXTURES / f"{name}.jsonl").read_text().splitlines():
+        events += acp.feed_record(json.loads(line))
+    events += acp.close()
+    return acp, events
+
+
+def summary(events: list[RunEvent]) -> RunSummary:
+    return fold(events)
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_fixture_replays_cleanly(name: str) -> None:
+    meta = json.loads((FIXTURES / f"{name}.meta.json").read_text())
+    assert meta["synthetic"] is False
+    assert meta["netns_links"]
+    assert all(": lo:" in link for link in meta["netns_links"])
+    acp, events = replay(name)
+    assert acp.unrecognized == 0
+    assert not [e for e in events if isinstance(e, Unrecognized)]
+    assert [e.seq for e in events] == list(range(len(events)))
+    started = [e for e in events if isinstance(e, AgentSessionStarted)]
+    assert len(started) == 1
+    assert started[0].session_id == acp.session_id
+
+
+def test_plain_text_final_text_and_thought() -> None:
+    _, events = replay("plain_text")
+    messages = [e for e in events if isinstance(e, MessageEmitted)]
+    assert [(m.text, m.thought) for m in messages] == [
+        ("The user wants a short greeting. No tools are needed.", True),
+        ("Hello from the lab.", False),
+    ]
+    turns = [e for e in events if isinstance(e, TurnEnded)]
+    assert len(turns) == 1
+    assert turns[0].ok
+    assert turns[0].stop_reason == "end_turn"
+    assert turns[0].final_text == "Hello from the lab."
+    s = summary(events)
+    assert s.final_text == "Hello from the lab."
+    assert s.usage.input_tokens == 23608
+    assert s.usage.output_tokens == 18
+    assert s.usage.cost == pytest.approx(0.071094)
+    assert s.usage.currency == "USD"
+    assert outcome_for_stop_reason(turns[0].stop_reason).status is OutcomeStatus.COMPLETED
+
+
+def test_read_file_tool_call_started_and_finished() -> None:
+    _, events = replay("read_file")
+    starts = [e for e in events if isinstance(e, ToolCallStarted)]
+    ends = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert [(s.name, s.call_id, s.synthetic_id) for s in starts] == [
+        ("Read", "toolu_lab002_1", False)
+    ]
+    assert [(e.call_id, e.ok) for e in ends] == [("toolu_lab002_1", True)]
+    assert ends[0].output is not None
+    assert "return 'hello ' + name" in ends[0].output
+    assert events.index(starts[0]) < events.index(ends[0])
+    s = summary(events)
+    assert [(c.name, c.ok) for c in s.tool_calls] == [("Read", True)]
+    assert s.file_changes == ()
+    assert s.final_text == "greet() returns 'hello ' followed by the name."
+
+
+def test_write_file_permission_warning_and_file_added() -> None:
+    _, events = replay("write_file")
+    warnings = [e for e in events if isinstance(e, WarningRaised)]
+    assert len(warnings) == 1
+    assert "Write" in warnings[0].message
+    assert "allow_always, allow, reject" in warnings[0].message
+    assert [(e.path, e.kind) for e in events if isinstance(e, FileChanged)] == [("NOTES.md", "add")]
+    assert not [e for e in events if isinstance(e, PermissionDenied)]  # we answered "allow"
+    assert summary(events).final_text == "Created NOTES.md."
+
+
+def test_http_500_is_a_server_error() -> None:
+    _, events = replay("http_500")
+    errors = [e for e in events if isinstance(e, ErrorReported)]
+    assert len(errors) == 1
+    assert errors[0].kind is FailureKind.SERVER_ERROR
+    assert errors[0].http_status == 500
+    assert errors[0].fatal
+    assert "session/prompt" in errors[0].message
+    assert not [e for e in events if isinstance(e, TurnEnded)]
+    assert not [e for e in events if isinstance(e, MessageEmitted)]
+
+
+# -- the mapping on hand-made messages ------------------------------------------------------
+
+
+def _update(update: dict[str, Any], sid: str = "s1") -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": sid, "update": update},
+    }
+
+
+def _chunk(text: str, kind: str = "agent_message_chunk", **extra: Any) -> dict[str, Any]:
+    return _update({"sessionUpdate": kind, "content": {"type": "text", "text": text}, **extra})
+
+
+def _feed(acp: AcpFold, *messages: dict[str, Any]) -> list[RunEvent]:
+    out: list[RunEvent] = []
+    for m in messages:
+        out += acp.feed(m, "in")
+    return out
+
+
+def test_chunks_accumulate_until_the_message_ends() -> None:
+    acp = AcpFold()
+    assert _feed(acp, _chunk("Hel"), _chunk(""), _chunk("lo")) == []
+    # a thought chunk ends the reply and starts a thought
+    events = _feed(acp, _chunk("hmm", "agent_thought_chunk"))
+    assert [(e.text, e.thought) for e in events if isinstance(e, MessageEmitted)] == [
+        ("Hello", False)
+    ]
+    # any other update ends the thought
+    events = _feed(acp, _update({"sessionUpdate": "plan", "entries": []}))
+    assert [(e.text, e.thought) for e in events if isinstance(e, MessageEmitted)] == [("hmm", True)]
+    # a new messageId ends the message too; close() flushes the last one
+    _feed(acp, _chunk("a", messageId="m1"))
+    events = _feed(acp, _chunk("b", messageId="m2"))
+    assert [(e.text, e.message_id) for e in events if isinstance(e, MessageEmitted)] == [
+        ("a", "m1")
+    ]
+    tail = acp.close()
+    assert [(e.text, e.message_id) for e in tail if isinstance(e, MessageEmitted)] == [("b", "m2")]
+    assert acp.close() == []
+
+
+def test_prompt_result_ends_the_message_and_the_turn() -> None:
+    acp = AcpFold()
+    acp.feed({"jsonrpc": "2.0", "id": 7, "method": "session/prompt", "params": {}}, "out")
+    _feed(acp, _chunk("done"))
+    events = _feed(acp, {"jsonrpc": "2.0", "id": 7, "result": {"stopReason": "refusal"}})
+    assert isinstance(events[0], MessageEmitted)
+    assert isinstance(events[1], TurnEnded)
+    assert events[1].ok is False
+    assert events[1].final_text == "done"
+    assert outcome_for_stop_reason("refusal").status is OutcomeStatus.REFUSED
+
+
+def test_tool_call_without_id_failed_and_unknown_kinds() -> None:
+    acp = AcpFold()
+    events = _feed(
+        acp,
+        _update({"sessionUpdate": "tool_call", "title": "Run ls", "status": "failed"}),
+        _update({"sessionUpdate": "brand_new_kind"}),
+        _update({"sessionUpdate": "current_mode_update", "currentModeId": "plan"}),
+        {"jsonrpc": "2.0", "method": "_vendor/notice", "params": {}},
+    )
+    start = next(e for e in events if isinstance(e, ToolCallStarted))
+    assert start.synthetic_id
+    assert start.name == "Run ls"
+    assert [(e.call_id, e.ok) for e in events if isinstance(e, ToolCallFinished)] == [
+        (start.call_id, False)
+    ]
+    assert acp.unrecognized == 2
+    assert len([e for e in events if isinstance(e, Unrecognized)]) == 2
+
+
+def test_failed_call_reports_no_file_change_and_pending_call_is_a_cut() -> None:
+    acp = AcpFold(cwd="/w")
+    diff = {"type": "diff", "path": "/w/a.txt", "oldText": "x", "newText": "y"}
+    events = _feed(
+        acp,
+        _update({"sessionUpdate": "tool_call", "toolCallId": "c1", "content": [diff]}),
+        _update({"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "failed"}),
+        _update({"sessionUpdate": "tool_call_update", "toolCallId": "c2", "content": [diff]}),
+    )
+    assert not [e for e in events if isinstance(e, FileChanged)]
+    tail = acp.close()
+    assert [(e.kind, "c2" in e.message) for e in tail if isinstance(e, ErrorReported)] == [
+        (FailureKind.STREAM_CUT, True)
+    ]
+    acp2 = AcpFold(cwd="/w")
+    done = _feed(
+        acp2,
+        _update({"sessionUpdate": "tool_call", "toolCallId": "c1", "content": [diff]}),
+        _update({"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "completed"}),
+    )
+    assert [(e.path, e.kind) for e in done if isinstance(e, FileChanged)] == [("a.txt", "update")]
+
+
+def test_rejected_permission_is_a_denial() -> None:
+    acp = AcpFold()
+    request = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "session/request_permission",
+        "params": {
+            "sessionId": "s1",
+            "toolCall": {"toolCallId": "c9", "title": "Edit", "locations": [{"path": "b.py"}]},
+            "options": [
+                {"optionId": "allow", "kind": "allow_once", "name": "Allow"},
+                {"optionId": "reject", "kind": "reject_once", "name": "Reject"},
+            ],
+        },
+    }
+    events = _feed(acp, request)
+    assert isinstance(events[0], ToolCallStarted)  # first sighting inside the request
+    assert isinstance(events[1], WarningRaised)
+    answer = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "result": {"outcome": {"outcome": "selected", "optionId": "reject"}},
+    }
+    denied = acp.feed(answer, "out")
+    assert [(d.tool, d.call_id, d.path) for d in denied if isinstance(d, PermissionDenied)] == [
+        ("Edit", "c9", "b.py")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "status"),
+    [
+        ({"code": 429, "message": "Too many requests"}, None, 429),
+        (
+            {"code": -32603, "message": "Internal error", "data": "API Error: 401 bad key"},
+            FailureKind.AUTH,
+            401,
+        ),
+        ({"code": -32603, "message": "Overloaded"}, FailureKind.OVERLOADED, None),
+        ({"code": -32000, "message": "Authentication required"}, FailureKind.AUTH, None),
+    ],
+)
+def test_error_responses_are_classified(
+    error: dict[str, Any], kind: FailureKind | None, status: int | None
+) -> None:
+    acp = AcpFold()
+    (ev,) = _feed(acp, {"jsonrpc": "2.0", "id": 1, "error": error})
+    assert isinstance(ev, ErrorReported)
+    assert ev.http_status == status
+    if kind is None:
+        assert ev.usage_limited
+    else:
+        assert ev.kind is kind
+
+
+@pytest.mark.parametrize(
+    ("reason", "status"),
+    [
+        ("end_turn", OutcomeStatus.COMPLETED),
+        ("cancelled", OutcomeStatus.CANCELED),
+        ("refusal", OutcomeStatus.REFUSED),
+        ("max_tokens", OutcomeStatus.TIMED_OUT),
+        ("max_turn_requests", OutcomeStatus.TIMED_OUT),
+        ("something_new", OutcomeStatus.FAILED),
+        (None, OutcomeStatus.FAILED),
+    ],
+)
+def test_outcome_for_stop_reason(reason: object, status: OutcomeStatus) -> None:
+    outcome = outcome_for_stop_reason(reason)
+    assert outcome.status is status
+    if status is OutcomeStatus.FAILED:
+        assert outcome.failure_kind is FailureKind.PROTOCOL
+
+
+def test_no_usage_is_none() -> None:
+    acp = AcpFold()
+    acp.feed({"jsonrpc": "2.0", "id": 1, "method": "session/prompt", "params": {}}, "out")
+    events = _feed(acp, {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn"}})
+    assert not [e for e in events if isinstance(e, UsageReported)]
+    assert summary(events).usage.is_empty
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+_keys = st.sampled_from(
+    [
+        "jsonrpc",
+        "id",
+        "method",
+        "params",
+        "result",
+        "error",
+        "update",
+        "sessionUpdate",
+        "toolCallId",
+        "content",
+        "status",
+        "stopReason",
+        "usage",
+        "cost",
+        "options",
+        "toolCall",
+    ]
+)
+_shaped = st.recursive(
+    st.none()
+    | st.integers()
+    | st.text(max_size=12)
+    | st.sampled_from(
+        [
+            "session/update",
+            "session/prompt",
+            "session/new",
+            "session/request_permission",
+            "tool_call",
+            "tool_call_update",
+            "agent_message_chunk",
+            "usage_update",
+            "diff",
+            "completed",
+            "failed",
+            "text",
+            "end_turn",
+        ]
+    ),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_keys, inner, max_size=6),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(_shaped | _json, st.sampled_from(["in", "out", "sideways"])), max_size=12)
+)
+def test_arbitrary_messages_never_raise(messages: list[tuple[Any, str]]) -> None:
+    acp = AcpFold(cwd="/w")
+    events: list[RunEvent] = []
+    for message, direction in messages:
+        events += acp.feed(message, direction)  # type: ignore[arg-type]
+        events += acp.feed_record({"direction": direction, "message": message})
+    events += acp.close()
+    assert [e.seq for e in events] == list(range(len(events)))
+    assert acp.unrecognized == len([e for e in events if isinstance(e, Unrecognized)])
+    fold(events)

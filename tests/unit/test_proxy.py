@@ -2,7 +2,7 @@
 
 The proxy listens on a unix socket in tmp_path; test origins listen on 127.0.0.1; names resolve
 through an injected resolver (there is no DNS here). Bridge tests run the relay script the way the
-sandbox runs it (``python -I -S bridge.py``), outside a sandbox with its isolation check switched
+sandbox runs it (``python -I -S relay.py``), outside a sandbox with its isolation check switched
 off, and its pure pieces by table.
 """
 
@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import pytest
 
 from supervisor.errors import SandboxUnavailable
-from supervisor.sandbox import bridge, netpolicy, proxy
+from supervisor.sandbox import bridge, netpolicy, proxy, relay
 from supervisor.sandbox.bridge import (
     EXIT_REFUSED,
     BridgeRuntime,
@@ -45,7 +45,7 @@ from supervisor.sandbox.proxy import (
 )
 
 T = TypeVar("T")
-BRIDGE_SCRIPT = str(Path(bridge.__file__).resolve())
+BRIDGE_SCRIPT = str(Path(relay.__file__).resolve())
 
 
 def run(coro: Coroutine[Any, Any, T], timeout: float = 20.0) -> T:
@@ -687,8 +687,8 @@ def test_proxy_env() -> None:
 
 RUNTIME = BridgeRuntime(
     interpreter="/opt/py/bin/python3.11",
-    script="/opt/asup/supervisor/sandbox/bridge.py",
-    paths=("/opt/py", "/opt/asup/supervisor/sandbox/bridge.py"),
+    script="/opt/asup/supervisor/sandbox/relay.py",
+    paths=("/opt/py", "/opt/asup/supervisor/sandbox/relay.py"),
 )
 
 
@@ -709,7 +709,7 @@ def test_compile_restricted_network_gives_env_socket_and_relay() -> None:
         "/opt/py/bin/python3.11",
         "-I",
         "-S",
-        "/opt/asup/supervisor/sandbox/bridge.py",
+        "/opt/asup/supervisor/sandbox/relay.py",
         "--listen",
         "127.0.0.1:3129",
         "--unix",
@@ -747,7 +747,7 @@ def test_relay_argv_parses_back() -> None:
         sandbox_socket="/run/asup/p.sock",
         forwards=[(5000, "model", 5000)],
     )
-    args = bridge._parse([*argv[4:], "node", "cli.js"])
+    args = relay._parse([*argv[4:], "node", "cli.js"])
     assert args.listen == ("127.0.0.1", 4000)
     assert args.unix == "/run/asup/p.sock"
     assert args.forwards == ((5000, "model", 5000),)
@@ -767,19 +767,73 @@ def test_relay_argv_parses_back() -> None:
         ["--listen", "127.0.0.1:3128", "--unix", "/s", "--forward", "5000=model"],
         ["--listen", "127.0.0.1:3128", "--unix", "/s", "--forward", "5000=:5000"],
         ["--listen", "127.0.0.1:3128", "--unix", "/s", "--forward", "0=model:5000"],
+        ["--listen", "127.0.0.1:3128", "--unix", "/s", "--forward", "x=model:5000"],
+        ["--listen", "127.0.0.1:3128", "--unix", "/s", "--forward", "5000=a b:5000"],
+        ["--listen", "127.0.0.1:3128", "--unix", "/s", "--forward"],
+        ["--listen", "127.1:3128", "--unix", "/s"],
+        ["--listen", "[::ffff:127.0.0.1]:3128", "--unix", "/s"],
+        ["--listen", "127.0.0.1:+3128", "--unix", "/s"],
+        ["--listen", "127.0.0.1:65536", "--unix", "/s"],
+        ["--listen", "127.0.0.1:3128", "--listen", "127.0.0.1:3129", "--unix", "/s"],
+        ["--listen", "127.0.0.1:3128", "--unix", "/s", "--unix", "/t"],
+        ["--listen", "127.0.0.1:3128", "--unix", ""],
+        ["--listen", "127.0.0.1:3128", "--unix", "/s", "extra"],
+        ["--listen", "127.0.0.1:3128", "--unix", "/s", "--lis", "127.0.0.1:1"],
+        [],
     ],
 )
 def test_bridge_refuses_bad_arguments(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exc:
-        bridge._parse(argv)
-    assert exc.value.code == 2
-    assert "asup-bridge" in capsys.readouterr().err
+    with pytest.raises(relay.ArgumentError):
+        relay._parse(argv)
+    assert relay.main([*argv, "--", "true"]) == EXIT_REFUSED
+    err = capsys.readouterr().err
+    assert err.startswith("asup-bridge: refusing to start: ")
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "listen", "unix", "forwards", "check"),
+    [
+        (["--listen", "127.0.0.1:1", "--unix", "/s"], ("127.0.0.1", 1), "/s", (), True),
+        (["--unix=/s", "--listen=[::1]:65535"], ("::1", 65535), "/s", (), True),
+        (
+            ["--forward", "5=m:6", "--listen", "127.9.9.9:3128", "--forward=7=n:8", "--unix", "/u"],
+            ("127.9.9.9", 3128),
+            "/u",
+            ((5, "m", 6), (7, "n", 8)),
+            True,
+        ),
+        (
+            ["--listen", "127.0.0.1:2", "--danger-no-isolation-check", "--unix", "/s"],
+            ("127.0.0.1", 2),
+            "/s",
+            (),
+            False,
+        ),
+    ],
+)
+def test_bridge_reads_its_arguments(
+    argv: list[str],
+    listen: tuple[str, int],
+    unix: str,
+    forwards: tuple[tuple[int, str, int], ...],
+    check: bool,
+) -> None:
+    args = relay._parse([*argv, "--", "cmd", "--listen", "--"])
+    assert (args.listen, args.unix, args.forwards, args.check_isolation) == (
+        listen,
+        unix,
+        forwards,
+        check,
+    )
+    assert args.command == ("cmd", "--listen", "--")
+    assert relay._parse(argv).command == ()
 
 
 def test_bridge_refuses_to_start_outside_an_isolated_namespace(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(bridge, "_interfaces", lambda: [("lo", True), ("eth0", True)])
+    monkeypatch.setattr(relay, "_interfaces", lambda: [("lo", True), ("eth0", True)])
     code = bridge.main(["--listen", "127.0.0.1:3128", "--unix", str(tmp_path / "s"), "--", "true"])
     assert code == EXIT_REFUSED
     assert "eth0 are up besides loopback" in capsys.readouterr().err
@@ -966,10 +1020,12 @@ def test_bridge_reports_a_command_it_cannot_run(tmp_path: Path) -> None:
 # --- public surface -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("module", [bridge, netpolicy, proxy])
+@pytest.mark.parametrize("module", [bridge, netpolicy, proxy, relay])
 def test_all_lists_every_public_name(module: Any) -> None:
+    """Every public name defined is listed; a listed name is defined or re-exported."""
     tree = ast.parse(Path(module.__file__).read_text())
     names: set[str] = set()
+    imported: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.add(node.name)
@@ -977,6 +1033,9 @@ def test_all_lists_every_public_name(module: Any) -> None:
             names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             names.add(node.target.id)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("supervisor."):
+            imported |= {alias.asname or alias.name for alias in node.names}
     listed = list(module.__all__)
     assert listed == sorted(listed, key=lambda n: (not n.isupper(), n))
-    assert set(listed) == {n for n in names if not n.startswith("_")}
+    public = {n for n in names if not n.startswith("_") and n != "TYPE_CHECKING"}
+    assert public <= set(listed) <= public | imported

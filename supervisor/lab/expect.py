@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from supervisor.codecs import DecodedRun, decode_transcript
+from supervisor.codecs import CODECS, DecodedRun, decode_transcript
 from supervisor.events import Unrecognized
 
 __all__ = [
@@ -62,8 +62,12 @@ class Transcript:
 
 
 def transcripts(root: Path = FIXTURES, agent: str | None = None) -> list[Transcript]:
+    """The recorded stdout transcripts of the line-stream agents (those with a codec). ACP
+    recordings (JSON-RPC both ways) sit beside them and are replayed by their own tests."""
     pattern = f"{agent}/*/*.jsonl" if agent else "*/*/*.jsonl"
-    return [Transcript(p) for p in sorted(root.glob(pattern))]
+    return [
+        Transcript(p) for p in sorted(root.glob(pattern)) if p.parents[1].name in CODECS
+    ]
 
 
 def decode_fixture(t: Transcript) -> DecodedRun:

@@ -65,9 +65,7 @@ def transcripts(root: Path = FIXTURES, agent: str | None = None) -> list[Transcr
     """The recorded stdout transcripts of the line-stream agents (those with a codec). ACP
     recordings (JSON-RPC both ways) sit beside them and are replayed by their own tests."""
     pattern = f"{agent}/*/*.jsonl" if agent else "*/*/*.jsonl"
-    return [
-        Transcript(p) for p in sorted(root.glob(pattern)) if p.parents[1].name in CODECS
-    ]
+    return [Transcript(p) for p in sorted(root.glob(pattern)) if p.parents[1].name in CODECS]
 
 
 def decode_fixture(t: Transcript) -> DecodedRun:

@@ -34,6 +34,7 @@ Errors (the tree is in :mod:`supervisor.errors`)::
 
 from __future__ import annotations
 
+import bisect
 import math
 import posixpath
 import re
@@ -58,7 +59,7 @@ __all__ = [
     "scan_patch",
 ]
 
-MAX_INPUT_CHARS = 16 * 1024 * 1024
+MAX_INPUT_CHARS = 8 * 1024 * 1024
 """Inputs longer than this (in characters) are refused rather than scanned."""
 
 ENTROPY_MIN_LENGTH = 20
@@ -239,14 +240,14 @@ _VENDOR_RULES: tuple[_Rule, ...] = (
     _Rule("gitlab-token", re.compile(_B + r"(?P<s>glpat-[A-Za-z0-9_-]{20,80})" + _E), _vendor_ok),
     _Rule(
         "slack-token",
-        re.compile(_B + r"(?P<s>xox[abpr]-[0-9]{6,}-[A-Za-z0-9-]{8,})" + _E),
+        re.compile(_B + r"(?P<s>xox[abpr]-[0-9]{6,20}-[A-Za-z0-9-]{8,200})" + _E),
         _vendor_ok,
     ),
     _Rule(
         "slack-webhook",
         re.compile(
             r"hooks\.slack\.com/(?:services|workflows|triggers)/"
-            r"(?P<s>T[A-Z0-9]{6,}/[A-Z0-9]{6,}/[A-Za-z0-9]{16,})"
+            r"(?P<s>T[A-Z0-9]{6,16}/[A-Z0-9]{6,16}/[A-Za-z0-9]{16,64})"
         ),
         _vendor_ok,
     ),
@@ -260,26 +261,26 @@ _VENDOR_RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         "anthropic-key",
-        re.compile(r"(?<![\w-])(?P<s>sk-ant-[a-z]{3,8}[0-9]{2}-[A-Za-z0-9_-]{32,})(?![\w-])"),
+        re.compile(r"(?<![\w-])(?P<s>sk-ant-[a-z]{3,8}[0-9]{2}-[A-Za-z0-9_-]{32,400})(?![\w-])"),
         _vendor_ok,
     ),
     _Rule(
         "openai-key",
         re.compile(
-            r"(?<![\w-])(?P<s>sk-(?!ant-)(?:(?:proj|svcacct|admin)-)?[A-Za-z0-9_-]{32,})(?![\w-])"
+            r"(?<![\w-])(?P<s>sk-(?!ant-)(?:(?:proj|svcacct|admin)-)?[A-Za-z0-9_-]{32,400})(?![\w-])"
         ),
         lambda v: _vendor_ok(v) and _classes(v[3:].replace("-", "").replace("_", "")) >= 3,
     ),
     _Rule("npm-token", re.compile(_B + r"(?P<s>npm_[A-Za-z0-9]{36})" + _E), _mixed_ok),
     _Rule(
         "pypi-token",
-        re.compile(r"(?<![\w-])(?P<s>pypi-AgE[A-Za-z0-9_-]{50,})(?![\w-])"),
+        re.compile(r"(?<![\w-])(?P<s>pypi-AgE[A-Za-z0-9_-]{50,400})(?![\w-])"),
         _vendor_ok,
     ),
     _Rule(
         "jwt",
         re.compile(
-            r"(?<![\w-])(?P<s>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,})"
+            r"(?<![\w-])(?P<s>eyJ[A-Za-z0-9_-]{8,4096}\.eyJ[A-Za-z0-9_-]{8,8192}\.[A-Za-z0-9_-]{16,1024})"
             r"(?![\w-])"
         ),
         _vendor_ok,
@@ -313,7 +314,7 @@ _CONTEXT_RULES: tuple[_Rule, ...] = (
         "auth-header",
         re.compile(
             r"(?i:\b(?:proxy-)?authorization)[\"']?\s*[:=,]\s*[\"']?"
-            r"(?i:bearer|basic|token)\s+(?P<s>[A-Za-z0-9._~+/-]{12,}=*)"
+            r"(?i:bearer|basic|token)\s+(?P<s>[A-Za-z0-9._~+/-]{12,2048}=*)"
         ),
         lambda v: not _is_placeholder(v) and _classes(v) >= 2,
     ),
@@ -324,7 +325,8 @@ _ASSIGNMENT = re.compile(
     r"(?<![A-Za-z0-9_.])(?P<key>[A-Za-z_][A-Za-z0-9_.-]{0,80})[\"']?"
     r"(?:\s*:\s*[A-Za-z_][\w.\[\], |]{0,40}?(?=\s*=[^=]))?"  # an annotation: `password: str = ...`
     r"\s*(?::=|=>|\?=|(?<![=!<>])=(?![=>~])|:(?![:/=]))\s*"
-    r"(?:\"(?P<dq>[^\"\n]*)\"|'(?P<sq>[^'\n]*)'|`(?P<bq>[^`\n]*)`|(?P<uv>[^\s\"'`,;&)}\]<>]+))"
+    r"(?:\"(?P<dq>[^\"\n]{0,513})\"|'(?P<sq>[^'\n]{0,513})'|`(?P<bq>[^`\n]{0,513})`"
+    r"|(?P<uv>[^\s\"'`,;&)}\]<>]{1,513}))"
 )
 _KEY_WORDS = (
     "password",
@@ -578,12 +580,16 @@ def _scan_lines(lines: list[_Line], ratio: float) -> list[_Hit]:
 
 
 def _scan_line(line: _Line, ratio: float) -> Iterator[_Hit]:
-    taken: list[tuple[int, int]] = []  # spans claimed by a rule (flagged or deliberately cleared)
+    # spans claimed by a rule (flagged or deliberately cleared): disjoint, sorted by start
+    starts: list[int] = []
+    ends: list[int] = []
 
     def claim(start: int, end: int) -> bool:
-        if any(start < e and s < end for s, e in taken):
+        i = bisect.bisect_right(starts, start)
+        if (i > 0 and ends[i - 1] > start) or (i < len(starts) and starts[i] < end):
             return False
-        taken.append((start, end))
+        starts.insert(i, start)
+        ends.insert(i, end)
         return True
 
     text = line.text

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from types import ModuleType
@@ -405,6 +406,24 @@ def test_non_str_input_is_refused() -> None:
 
 def test_all_lists_the_public_names() -> None:
     public = {n for n in vars(redact) if not n.startswith("_") and n.isidentifier()}
-    imported = {"annotations", "math", "posixpath", "re", "Counter", "Callable", "Iterator"}
+    imported = {
+        "annotations",
+        "bisect",
+        "math",
+        "posixpath",
+        "re",
+        "Counter",
+        "Callable",
+        "Iterator",
+    }
     imported |= {"dataclass", "Enum", "SupervisorError"}
     assert set(redact.__all__) == public - imported
+
+
+def test_many_findings_on_one_line_scan_in_linear_time() -> None:
+    line = 'token="' * 40_000
+    started = time.perf_counter()
+    findings = scan(line)
+    elapsed = time.perf_counter() - started
+    assert len(findings) == 20_000
+    assert elapsed < 2.0, f"{elapsed:.2f}s"

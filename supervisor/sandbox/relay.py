@@ -21,25 +21,27 @@ sandbox's pid namespace ends with the child in any case).
 It runs as a plain script, ``<python> -I -S relay.py --listen 127.0.0.1:3128 --unix
 /run/asup/proxy.sock [--forward PORT=NAME:PORT ...] -- <child argv>``, in front of every
 restricted child, so what runs before the ``exec`` is kept to the bone: at the top level it
-imports only ``os``, ``socket``, ``stat``, ``struct``, ``fcntl``, ``errno``, ``signal`` and
-``sys``, and parses its fixed argv by hand. ``asyncio`` (and ``ctypes``, ``contextlib``) are
-imported in the forked relay only. The host-side plan that builds this command line is
+imports only modules the interpreter has already loaded (``posix``, ``sys``) and C modules
+(``_socket``, ``_stat``, ``errno``, ``fcntl``), not ``os``, ``socket``, ``struct`` or ``signal``
+(``socket`` alone loads ``selectors``, ``collections`` and ``enum``); it packs the ``ioctl``
+request, searches ``PATH`` for the command (as ``os.execvp`` does) and parses its fixed argv by
+hand. ``socket``, ``signal`` and ``asyncio`` (and ``ctypes``, ``contextlib``) are imported in
+the forked relay only. The host-side plan that builds this command line is
 :mod:`supervisor.sandbox.bridge`, which also re-exports the stream helpers defined here.
 """
 
+import _socket
+import _stat
 import errno
 import fcntl
-import os
-import signal
-import socket
-import stat
-import struct
+import posix
 import sys
 
 TYPE_CHECKING = False  # typing is not imported: it costs start-up time in front of every child
 if TYPE_CHECKING:
     import asyncio
     from collections.abc import Awaitable, Callable, Iterable, Sequence
+    from typing import NoReturn
 
 __all__ = [
     "EXIT_REFUSED",
@@ -77,6 +79,8 @@ _SIOCGIFFLAGS = 0x8913
 _IFF_UP = 0x1
 _PR_SET_PDEATHSIG = 1
 _IPV6_LOOPBACK = bytes(15) + b"\x01"
+_DEVNULL = "/dev/null"
+_DEFAULT_PATH = "/bin:/usr/bin"  # os.defpath
 
 
 # --- stream helpers, shared with the host-side proxy (imported there through the bridge) --------
@@ -173,11 +177,17 @@ def isolation_problem(interfaces: "Iterable[tuple[str, bool]]") -> str | None:
 
 def _interfaces() -> list[tuple[str, bool]]:
     found = []
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        for _index, name in socket.if_nameindex():
-            request = struct.pack("16sh", name.encode()[:15], 0)
-            flags = struct.unpack("16sh", fcntl.ioctl(s.fileno(), _SIOCGIFFLAGS, request))[1]
+    s = _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM)
+    try:
+        for _index, name in _socket.if_nameindex():
+            # struct ifreq's head, as struct.pack("16sh", name, 0): the name NUL-padded to 16
+            # bytes, then the flags (a native short)
+            request = name.encode()[:15].ljust(16, b"\0") + bytes(2)
+            answer = fcntl.ioctl(s.fileno(), _SIOCGIFFLAGS, request)
+            flags = int.from_bytes(answer[16:18], sys.byteorder, signed=True)
             found.append((name, bool(flags & _IFF_UP)))
+    finally:
+        s.close()
     return found
 
 
@@ -214,11 +224,11 @@ def _port(text: str) -> int | None:
 def _is_loopback(host: str) -> bool:
     """127.0.0.0/8 in dotted-quad form, or ::1 (any spelling ``inet_pton`` reads)."""
     try:
-        return socket.inet_pton(socket.AF_INET, host)[0] == 127
+        return _socket.inet_pton(_socket.AF_INET, host)[0] == 127
     except (OSError, ValueError):
         pass
     try:
-        return socket.inet_pton(socket.AF_INET6, host) == _IPV6_LOOPBACK
+        return _socket.inet_pton(_socket.AF_INET6, host) == _IPV6_LOOPBACK
     except (OSError, ValueError):
         return False
 
@@ -288,13 +298,13 @@ def _parse(argv: "Sequence[str]") -> _Args:
     return _Args(listen, unix, tuple(forwards), check_isolation, tuple(command))
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+def _listen(host: str, port: int) -> _socket.socket:
+    family = _socket.AF_INET6 if ":" in host else _socket.AF_INET
+    sock = _socket.socket(family, _socket.SOCK_STREAM)
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if family == socket.AF_INET6:
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
+        if family == _socket.AF_INET6:
+            sock.setsockopt(_socket.IPPROTO_IPV6, _socket.IPV6_V6ONLY, 1)
         sock.bind((host, port))
         sock.listen(128)
     except OSError:
@@ -304,9 +314,9 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _bind_all(args: _Args) -> list[tuple[socket.socket, bytes | None]]:
+def _bind_all(args: _Args) -> list[tuple[_socket.socket, bytes | None]]:
     """The listening sockets, each with the preamble its connections start with."""
-    bound: list[tuple[socket.socket, bytes | None]] = []
+    bound: list[tuple[_socket.socket, bytes | None]] = []
     try:
         bound.append((_listen(*args.listen), None))
         for listen_port, name, port in args.forwards:
@@ -322,6 +332,39 @@ def _bind_all(args: _Args) -> list[tuple[socket.socket, bytes | None]]:
             sock.close()
         raise
     return bound
+
+
+def _execvp(file: str, args: tuple[str, ...]) -> "NoReturn":
+    """``os.execvp`` without ``os``: ``file`` as is when it has a slash, else the first entry
+    of ``PATH`` (``/bin:/usr/bin`` when unset; an empty entry is the working directory) that
+    can be run. Never returns: raises what ``os.execvp`` raises, the first error that is not
+    "no such file" or "not a directory", else the last."""
+    if "/" in file:
+        posix.execv(file, args)
+    path = posix.environ.get(b"PATH")
+    dirs = (
+        _DEFAULT_PATH
+        if path is None
+        else path.decode(sys.getfilesystemencoding(), "surrogateescape")
+    ).split(":")
+    saved: OSError | None = None
+    last: OSError | None = None
+    for directory in dirs:
+        if not directory:
+            full = file
+        elif directory.endswith("/"):
+            full = directory + file
+        else:
+            full = f"{directory}/{file}"
+        try:
+            posix.execv(full, args)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            last = exc
+        except OSError as exc:
+            last = exc
+            if saved is None:
+                saved = exc
+    raise saved or last or FileNotFoundError(errno.ENOENT, "No such file or directory", file)
 
 
 # --- after the fork: the relay (asyncio) --------------------------------------------------------
@@ -363,9 +406,13 @@ async def _relay(
         await close_writer(writer)
 
 
-async def _serve(listeners: "Sequence[tuple[socket.socket, bytes | None]]", unix_path: str) -> None:
+async def _serve(
+    listeners: "Sequence[tuple[_socket.socket, bytes | None]]", unix_path: str
+) -> None:
     """Relay every connection on ``listeners`` until SIGTERM or SIGINT."""
     import asyncio
+    import signal
+    import socket
 
     def handler(
         preamble: bytes | None,
@@ -380,7 +427,10 @@ async def _serve(listeners: "Sequence[tuple[socket.socket, bytes | None]]", unix
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     servers = [
-        await asyncio.start_server(handler(preamble), sock=sock, limit=_HEAD_LIMIT)
+        # asyncio wants a socket.socket: the same descriptor, under the full class
+        await asyncio.start_server(
+            handler(preamble), sock=socket.socket(fileno=sock.detach()), limit=_HEAD_LIMIT
+        )
         for sock, preamble in listeners
     ]
     try:
@@ -392,18 +442,20 @@ async def _serve(listeners: "Sequence[tuple[socket.socket, bytes | None]]", unix
 
 def _become_relay(parent: int) -> None:
     """In the forked relay: die with the child, keep off its stdin and stdout."""
+    import signal
+
     try:
         import ctypes  # not every Python has it; the pid namespace ends the relay regardless
 
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (ImportError, OSError, AttributeError):
         pass
-    if os.getppid() != parent:
-        os._exit(0)
-    null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0)
-    os.dup2(null, 1)
-    os.close(null)
+    if posix.getppid() != parent:
+        posix._exit(0)
+    null = posix.open(_DEVNULL, posix.O_RDWR)
+    posix.dup2(null, 0)
+    posix.dup2(null, 1)
+    posix.close(null)
 
 
 def _say(message: str) -> None:
@@ -428,7 +480,7 @@ def main(argv: "Sequence[str] | None" = None) -> int:
         _say(f"refusing to start: {problem}")
         return EXIT_REFUSED
     try:
-        is_socket = stat.S_ISSOCK(os.stat(args.unix).st_mode)
+        is_socket = _stat.S_ISSOCK(posix.stat(args.unix).st_mode)
     except OSError:
         is_socket = False
     if not is_socket:
@@ -449,10 +501,10 @@ def main(argv: "Sequence[str] | None" = None) -> int:
         asyncio.run(_serve(listeners, args.unix))
         return 0
 
-    parent = os.getpid()
+    parent = posix.getpid()
     sys.stdout.flush()
     sys.stderr.flush()
-    if os.fork() == 0:
+    if posix.fork() == 0:
         status = 0
         try:
             _become_relay(parent)
@@ -462,11 +514,11 @@ def main(argv: "Sequence[str] | None" = None) -> int:
         except BaseException:
             status = 1
         finally:
-            os._exit(status)
+            posix._exit(status)
     for sock, _ in listeners:
         sock.close()
     try:
-        os.execvp(args.command[0], args.command)
+        _execvp(args.command[0], args.command)
     except OSError as exc:
         _say(f"cannot run {args.command[0]}: {exc.strerror}")
         return 126 if exc.errno == errno.EACCES else 127

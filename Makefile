@@ -16,6 +16,7 @@ setup: $(BIN)/asup
 
 vendor: setup
 	bash scripts/install-vendors.sh
+	bash scripts/install-acp-vendors.sh
 
 demo: vendor
 	$(BIN)/python -m supervisor.lab.demo

@@ -51,19 +51,32 @@ def _toml(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid TOML basic string
 
 
-def codex_config(base_url: str, key_var: str) -> str:
+def codex_config(
+    base_url: str,
+    key_var: str,
+    *,
+    provider: str = CODEX_PROVIDER,
+    provider_name: str = "model endpoint chosen by asup",
+    model: str | None = None,
+    retries: int = 1,
+) -> str:
+    """codex's ``config.toml``: one custom provider (the endpoint and the key's variable) and
+    everything that reaches out on its own turned off — plugins (``git ls-remote`` against a
+    code host), analytics, feedback, otel exporters, update checks, endless reconnects."""
+    head = [f"model = {_toml(model)}"] if model is not None else []
     return "\n".join(
         [
-            f"model_provider = {_toml(CODEX_PROVIDER)}",
+            *head,
+            f"model_provider = {_toml(provider)}",
             "check_for_update_on_startup = false",
             "",
-            f"[model_providers.{CODEX_PROVIDER}]",
-            'name = "model endpoint chosen by asup"',
+            f"[model_providers.{provider}]",
+            f"name = {_toml(provider_name)}",
             f"base_url = {_toml(base_url)}",
             'wire_api = "responses"',
             f"env_key = {_toml(key_var)}",
-            "request_max_retries = 1",
-            "stream_max_retries = 1",
+            f"request_max_retries = {retries}",
+            f"stream_max_retries = {retries}",
             "",
             "[analytics]",
             "enabled = false",

@@ -29,6 +29,7 @@ from typing import ClassVar
 from supervisor.codecs.codex_cli import build_argv
 from supervisor.lab.agents.base import AgentLab, RunContext, base_env
 from supervisor.lab.scenarios import Step
+from supervisor.launch import codex_config
 
 __all__ = ["DUMMY_KEY", "MODEL", "CodexLab", "render_config"]
 
@@ -44,39 +45,16 @@ def _toml_str(value: str) -> str:
 
 
 def render_config(base_url: str) -> str:
-    """``config.toml`` for a run against the fake server at ``base_url`` (no path)."""
-    return "\n".join(
-        [
-            f"model = {_toml_str(MODEL)}",
-            f"model_provider = {_toml_str(PROVIDER)}",
-            "check_for_update_on_startup = false",
-            "",
-            f"[model_providers.{PROVIDER}]",
-            'name = "Lab fake model server"',
-            f"base_url = {_toml_str(base_url.rstrip('/') + '/v1')}",
-            'wire_api = "responses"',
-            f"env_key = {_toml_str(KEY_ENV)}",
-            "request_max_retries = 0",
-            "stream_max_retries = 0",
-            "",
-            "[analytics]",
-            "enabled = false",
-            "",
-            "[feedback]",
-            "enabled = false",
-            "",
-            "[otel]",
-            'exporter = "none"',
-            'metrics_exporter = "none"',
-            'trace_exporter = "none"',
-            "",
-            "[features]",
-            "plugins = false",
-            "remote_plugin = false",
-            "apps = false",
-            "unbounded_connection_retries = false",
-            "",
-        ]
+    """``config.toml`` for a run against the fake server at ``base_url`` (no path): the
+    product's own codex config (:func:`supervisor.launch.codex_config`) with the lab's provider
+    and no retries."""
+    return codex_config(
+        base_url.rstrip("/") + "/v1",
+        KEY_ENV,
+        provider=PROVIDER,
+        provider_name="Lab fake model server",
+        model=MODEL,
+        retries=0,
     )
 
 

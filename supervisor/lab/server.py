@@ -82,6 +82,7 @@ class WireModule(Protocol):
 WIRES: dict[str, str] = {
     "/v1/messages": "supervisor.lab.wire_anthropic",
     "/v1/responses": "supervisor.lab.wire_openai",
+    "/v1beta/models/{model}": "supervisor.lab.wire_gemini",
 }
 
 # JSON text, because the one side request observed (claude's session title) asks for
@@ -160,8 +161,16 @@ def is_side_request(path: str, body: Any) -> bool:
     return not (isinstance(tools, list) and tools)
 
 
+# Gemini names the model and the method in the path: /v1beta/models/<model>:<method>.
+_GEMINI_PATH = re.compile(r"^/v1beta/models/[^/:]+:(?:stream)?[gG]enerateContent$")
+
+
+def _wire_key(path: str) -> str:
+    return "/v1beta/models/{model}" if _GEMINI_PATH.match(path) else path
+
+
 def _load_wire(path: str) -> WireModule | None:
-    module_name = WIRES.get(path)
+    module_name = WIRES.get(_wire_key(path))
     if module_name is None:
         return None
     try:
@@ -248,7 +257,7 @@ class _Handler(BaseHTTPRequestHandler):
         request = body if isinstance(body, dict) else {}
         side = self.state.side_rule(path, body)
         entry = self._entry(body, "side" if side else "main")
-        entry.stream = request.get("stream") is True
+        entry.stream = request.get("stream") is True or path.endswith(":streamGenerateContent")
         if side:
             reply = self.state.side_reply
         else:

@@ -263,6 +263,8 @@ class AcpFold:
             if cid is None or cid not in self._calls:
                 # codex asks before its tool_call, gemini never sends one: a first sighting
                 events.append(self._start(call))
+            else:  # opencode shows its diff only here
+                self._note_diffs(cid, call)
             name = self._calls[cid].name if cid in self._calls else _tool_name(call)
             options = [
                 str(_dict(o).get("optionId") or _dict(o).get("name"))
@@ -285,7 +287,7 @@ class AcpFold:
             if sid is None:
                 return [self._unknown(msg, f"{method} result without a session id")]
             self.session_id = sid
-            model = _str(_dict(result.get("models")).get("currentModelId"))
+            model = _str(_dict(result.get("models")).get("currentModelId")) or _config_model(result)
             return [AgentSessionStarted(self.seq(), sid, model)]
         if method == "session/prompt" or (not method and "stopReason" in result):
             return self._prompt_result(msg, result, params)
@@ -422,9 +424,8 @@ class AcpFold:
             block = _dict(item)
             path = _str(block.get("path"))
             if block.get("type") == "diff" and path is not None:
-                call.diffs[self._relpath(path)] = (
-                    "add" if block.get("oldText") is None else "update"
-                )
+                # opencode sends "" as the old text of a new file
+                call.diffs[self._relpath(path)] = "update" if block.get("oldText") else "add"
 
     def _maybe_finish(self, cid: str, update: dict[str, Any]) -> list[RunEvent]:
         status = update.get("status")
@@ -480,6 +481,15 @@ def _tool_name(call: dict[str, Any]) -> str:
     return (
         _str(meta.get("toolName")) or _str(call.get("title")) or _str(call.get("kind")) or "unknown"
     )
+
+
+def _config_model(result: dict[str, Any]) -> str | None:
+    """The model named by a ``configOptions`` entry of category ``model`` (opencode)."""
+    options = result.get("configOptions")
+    for option in options if isinstance(options, list) else ():
+        if _dict(option).get("category") == "model":
+            return _str(_dict(option).get("currentValue"))
+    return None
 
 
 def _first_path(call: dict[str, Any], fold: AcpFold) -> str | None:

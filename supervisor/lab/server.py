@@ -83,6 +83,7 @@ WIRES: dict[str, str] = {
     "/v1/messages": "supervisor.lab.wire_anthropic",
     "/v1/responses": "supervisor.lab.wire_openai",
     "/v1beta/models/{model}": "supervisor.lab.wire_gemini",
+    "/v1/chat/completions": "supervisor.lab.wire_chat",
 }
 
 # JSON text, because the one side request observed (claude's session title) asks for

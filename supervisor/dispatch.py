@@ -25,6 +25,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -35,6 +36,14 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from supervisor import paths
+from supervisor.acp.client import (
+    SupervisorClient,
+    probe_acp_agent,
+    run_acp_agent,
+    run_policy,
+)
+from supervisor.acp.fold import AcpFold
+from supervisor.acp.recipes import acp_recipe
 from supervisor.codecs import codec_for
 from supervisor.env import ChildEnv, build_child_env, check_not_nested
 from supervisor.errors import Refusal, SandboxUnavailable, SupervisorError
@@ -254,7 +263,11 @@ async def dispatch_run(
     agent = get_agent(request.agent)
     state = state_dir if state_dir is not None else paths.state_dir(host_env)
     state.mkdir(parents=True, exist_ok=True)
-    probe = probe_agent(agent, host_env)
+    probe = (
+        probe_acp_agent(agent, host_env)
+        if agent.transport == "acp"
+        else probe_agent(agent, host_env)
+    )
     if probe.state is not ProbeState.INSTALLED or probe.binary_path is None:
         raise Refusal(
             f"{agent.id} cannot run: {probe.detail or probe.state.value}; install "
@@ -565,6 +578,28 @@ async def _run_in_worktree(
     tmpdir = run_dir / "tmp"
     home.mkdir(mode=0o700)
     tmpdir.mkdir(mode=0o700)
+    if agent.transport == "acp":
+        return await _run_acp_in_worktree(
+            request,
+            wt,
+            agent=agent,
+            home=home,
+            tmpdir=tmpdir,
+            run_dir=run_dir,
+            store=store,
+            record=record,
+            prompt=prompt,
+            binary=binary,
+            profile=profile,
+            host_env=host_env,
+            seq=seq,
+            folder=folder,
+            emit=emit,
+            decisions=decisions,
+            cancel=cancel,
+            on_launch=on_launch,
+            vendor_version=vendor_version,
+        )
     plan = plan_launch(
         agent,
         prompt=prompt,
@@ -660,3 +695,110 @@ async def _run_in_worktree(
     else:
         outcome = codec.classify(result.exit_code, result.stderr_tail, folder.summary())
     return outcome, result, full_argv, child_argv
+
+
+async def _run_acp_in_worktree(
+    request: RunRequest,
+    wt: Worktree,
+    *,
+    agent: AgentSpec,
+    home: Path,
+    tmpdir: Path,
+    run_dir: Path,
+    store: RunStore,
+    record: RunRecord,
+    prompt: str,
+    binary: str,
+    profile: SandboxProfile,
+    host_env: Mapping[str, str],
+    seq: SeqCounter,
+    folder: Folder,
+    emit: Callable[[RunEvent], None],
+    decisions: list[ProxyDecision],
+    cancel: anyio.Event | None,
+    on_launch: Callable[[LaunchInfo], None],
+    vendor_version: str | None,
+) -> tuple[Outcome, ChildResult, list[str], list[str]]:
+    """The ACP transport (supervisor.acp.client) inside the same containment as a line-stream
+    run: the same sandbox, env, store and staging; the SDK's client over the child's pipes
+    instead of a codec over its stdout."""
+    recipe = acp_recipe(
+        agent,
+        mode=request.mode,
+        home=str(home),
+        now_ms=time.time_ns() // 1_000_000,
+        endpoint=request.endpoint,
+        model=request.model,
+        max_turns=request.max_turns,
+    )
+    for rel, content in recipe.home_files.items():
+        target = home / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content, encoding="utf-8")
+    child_argv = [binary, *recipe.argv[1:]]
+    async with open_sandbox(
+        profile,
+        agent=agent,
+        worktree=wt,
+        home=home,
+        tmpdir=tmpdir,
+        host_env=host_env,
+        install_dirs=_agent_install_dirs(binary),
+        extra_env=recipe.env,
+        allowed_domains=request.allowed_domains,
+        endpoint=request.endpoint,
+    ) as sandbox:
+        full_argv = sandbox.command(child_argv)
+        if sandbox.unsandboxed:
+            emit(
+                WarningRaised(
+                    seq(),
+                    f"running WITHOUT a sandbox ({UNSANDBOXED_VAR}=1 and bubblewrap is not "
+                    "installed): the child can read and write whatever this user can",
+                    "unsandboxed",
+                )
+            )
+        store.set_launch(record.id, argv=full_argv, worktree=str(wt.path))
+        shell = shell_form(full_argv, sandbox.env.vars, agent.signing_key)
+        launch_file = run_dir / "launch.sh"
+        launch_file.write_text("#!/bin/sh\n" + shell + "\n", encoding="utf-8")
+        launch_file.chmod(0o700)
+        on_launch(
+            LaunchInfo(
+                record.id,
+                agent.id,
+                vendor_version,
+                profile.name,
+                profile.network,
+                str(wt.path),
+                full_argv,
+                child_argv,
+                shell,
+            )
+        )
+        client = SupervisorClient(
+            root=wt.path, agent=agent.id, policy=run_policy(request.mode), seq=seq, emit=emit
+        )
+        fold = AcpFold(seq, cwd=str(wt.path))
+        try:
+            run = await run_acp_agent(
+                full_argv,
+                env=sandbox.launcher_env,
+                cwd=wt.path,
+                prompt=prompt,
+                client=client,
+                fold=fold,
+                on_transcript=partial(store.append_stdout, record.id),
+                max_runtime=request.max_runtime_s,
+                grace=request.grace_s,
+                cancel=cancel,
+            )
+        finally:
+            decisions.extend(sandbox.decisions)
+        store.append_stderr(record.id, run.child.stderr_tail)
+    for d in folder.summary().permission_denials:
+        what = d.path or d.detail or d.call_id or "an action"
+        emit(WarningRaised(seq(), f"{d.tool} was denied: {what}", "permission_denied"))
+    if request.mode is Mode.WORKTREE_WRITE:
+        await _stage(store, record.id, wt, seq, emit, request.review_limit_bytes)
+    return run.outcome, run.child, full_argv, child_argv

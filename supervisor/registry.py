@@ -116,6 +116,33 @@ AGENTS: dict[str, AgentSpec] = {
         signing_key="OPENAI_API_KEY",
         base_url_env=None,
     ),
+    # ACP agents: no --version of their own; the version is the npm package's (see
+    # supervisor.acp.client.probe_acp_agent), so version_regex reads a bare version.
+    "claude-acp": AgentSpec(
+        id="claude-acp",
+        display_name="Claude Agent (ACP)",
+        binary="claude-agent-acp",
+        version_regex=r"^(?P<v>\d+\.\d+\.\d+)$",
+        recorded_range=VersionRange(min="0.23.1", max="0.23.1"),
+        modes=(Mode.READ_ONLY, Mode.WORKTREE_WRITE),
+        transport="acp",
+        env_prefixes=("ANTHROPIC_", "CLAUDE_CODE_", "DISABLE_"),
+        signing_key="ANTHROPIC_API_KEY",
+        base_url_env="ANTHROPIC_BASE_URL",
+    ),
+    "codex-acp": AgentSpec(
+        id="codex-acp",
+        display_name="OpenAI Codex (ACP)",
+        binary="codex-acp",
+        version_regex=r"^(?P<v>\d+\.\d+\.\d+)$",
+        recorded_range=VersionRange(min="0.16.0", max="0.16.0"),
+        modes=(Mode.READ_ONLY, Mode.WORKTREE_WRITE),
+        write_needs_recorded_version=True,
+        transport="acp",
+        env_prefixes=("CODEX_", "OPENAI_"),
+        signing_key="OPENAI_API_KEY",
+        base_url_env=None,
+    ),
 }
 
 

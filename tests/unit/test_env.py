@@ -250,11 +250,12 @@ def test_every_listed_marker_is_dropped_even_under_a_passing_prefix() -> None:
 
 @pytest.mark.parametrize("agent", list(AGENTS.values()), ids=lambda a: a.id)
 def test_each_agent_gets_its_own_key_and_no_other(agent: AgentSpec) -> None:
-    host = {spec.signing_key: f"key-of-{spec.id}" for spec in AGENTS.values()}
+    # agents of one vendor share its key variable (claude-cli and claude-acp)
+    host = {spec.signing_key: f"key-of-{spec.signing_key}" for spec in AGENTS.values()}
     child = _build(host, agent)
     keys_in_child = {n for n in child.vars if n in host}
     assert keys_in_child == {agent.signing_key}
-    assert child.vars[agent.signing_key] == f"key-of-{agent.id}"
+    assert child.vars[agent.signing_key] == f"key-of-{agent.signing_key}"
 
 
 def test_extra_is_written_last_and_wins() -> None:

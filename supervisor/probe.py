@@ -8,6 +8,7 @@ asup, and every listing says so.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
 from supervisor.registry import AgentSpec
 
@@ -58,10 +60,44 @@ def _probe_env(host_env: Mapping[str, str], home: str) -> dict[str, str]:
     return env
 
 
+def _probe_npm_package(agent: AgentSpec, path: str) -> Probe:
+    """The version in the npm package that holds the resolved binary (the nearest
+    ``package.json`` above it with a version): for agents without a ``--version``."""
+    real = Path(os.path.realpath(path))
+    for parent in real.parents:
+        manifest = parent / "package.json"
+        if not manifest.is_file():
+            continue
+        try:
+            data = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        version = data.get("version") if isinstance(data, dict) else None
+        if isinstance(version, str):
+            parsed = agent.parse_version_output(version)
+            if parsed is None:
+                break
+            return Probe(
+                agent.id, ProbeState.INSTALLED, path, parsed, agent.recorded_range.contains(parsed)
+            )
+        if parent.name == "node_modules":
+            break
+    return Probe(
+        agent.id,
+        ProbeState.BROKEN,
+        path,
+        detail=f"cannot read the version of {agent.binary}: no npm package.json above {real}",
+    )
+
+
 def probe_agent(agent: AgentSpec, host_env: Mapping[str, str], *, probe: bool = True) -> Probe:
     path = shutil.which(agent.binary, path=host_env.get("PATH", os.defpath))
     if path is None:
         return Probe(agent.id, ProbeState.NOT_INSTALLED, detail=f"{agent.binary} is not on PATH")
+    if agent.transport == "acp":
+        # ACP agents have no --version (claude-agent-acp starts serving, codex-acp exits 2):
+        # their npm package says which version is installed, and nothing is run.
+        return _probe_npm_package(agent, path)
     if not probe:
         return Probe(agent.id, ProbeState.NOT_PROBED, binary_path=path)
     with tempfile.TemporaryDirectory(prefix="asup-probe-") as home:

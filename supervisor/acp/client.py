@@ -27,7 +27,6 @@ import contextlib
 import json
 import os
 import posixpath
-import shutil
 import signal
 import subprocess
 import time
@@ -75,7 +74,7 @@ from supervisor.policy import (
     evaluate,
     resolve_ask,
 )
-from supervisor.probe import Probe, ProbeState
+from supervisor.probe import Probe, probe_agent
 from supervisor.process import ChildResult, ChildSpawnError
 from supervisor.registry import AgentSpec, Mode
 
@@ -346,37 +345,9 @@ class SupervisorClient:
 
 
 def probe_acp_agent(agent: AgentSpec, host_env: Mapping[str, str]) -> Probe:
-    """Installed and which version, for an ACP agent: neither claude-agent-acp nor codex-acp
-    has a ``--version``, so the version is the one in the npm package that holds the resolved
-    binary (the nearest ``package.json`` above it that has a version)."""
-    path = shutil.which(agent.binary, path=host_env.get("PATH", os.defpath))
-    if path is None:
-        return Probe(agent.id, ProbeState.NOT_INSTALLED, detail=f"{agent.binary} is not on PATH")
-    real = Path(os.path.realpath(path))
-    for parent in real.parents:
-        manifest = parent / "package.json"
-        if not manifest.is_file():
-            continue
-        try:
-            data = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        version = data.get("version") if isinstance(data, dict) else None
-        if isinstance(version, str):
-            parsed = agent.parse_version_output(version)
-            if parsed is None:
-                break
-            return Probe(
-                agent.id, ProbeState.INSTALLED, path, parsed, agent.recorded_range.contains(parsed)
-            )
-        if parent.name == "node_modules":
-            break
-    return Probe(
-        agent.id,
-        ProbeState.BROKEN,
-        path,
-        detail=f"cannot read the version of {agent.binary}: no npm package.json above {real}",
-    )
+    """Installed and which version, for an ACP agent (see :func:`supervisor.probe.probe_agent`,
+    which reads it from the agent's npm package: neither has a ``--version``)."""
+    return probe_agent(agent, host_env)
 
 
 # -- the run ----------------------------------------------------------------------------------

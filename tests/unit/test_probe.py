@@ -105,3 +105,17 @@ def test_cli_probe_exit_status(
     assert json.loads(capsys.readouterr().out)["state"] == "not installed"
     assert main(["agents", "probe", "nobody"]) == 2
     assert "unknown agent 'nobody'" in capsys.readouterr().err
+
+
+def test_acp_agent_version_comes_from_its_npm_package_and_nothing_runs(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    pkg = tmp_path / "node_modules" / "@zed-industries" / "codex-acp"
+    (pkg / "bin").mkdir(parents=True)
+    (pkg / "package.json").write_text('{"name": "@zed-industries/codex-acp", "version": "0.16.0"}')
+    fake_cli(pkg / "bin", "codex-acp", f'touch "{marker}"')
+    bin_dir = tmp_path / "node_modules" / ".bin"
+    bin_dir.mkdir()
+    (bin_dir / "codex-acp").symlink_to(pkg / "bin" / "codex-acp")
+    p = probe_agent(AGENTS["codex-acp"], env_with(bin_dir))
+    assert (p.state, p.version, p.in_recorded_range) == (ProbeState.INSTALLED, "0.16.0", True)
+    assert not marker.exists()

@@ -554,6 +554,99 @@ async def _stage(
     )
 
 
+@contextlib.asynccontextmanager
+async def _launch(
+    request: RunRequest,
+    wt: Worktree,
+    *,
+    agent: AgentSpec,
+    binary: str,
+    argv: list[str],
+    env: Mapping[str, str],
+    home_files: Mapping[str, str],
+    home: Path,
+    tmpdir: Path,
+    run_dir: Path,
+    store: RunStore,
+    record: RunRecord,
+    profile: SandboxProfile,
+    host_env: Mapping[str, str],
+    seq: SeqCounter,
+    emit: Callable[[RunEvent], None],
+    on_launch: Callable[[LaunchInfo], None],
+    vendor_version: str | None,
+) -> AsyncIterator[tuple[Sandbox, list[str], list[str]]]:
+    """What every transport does before its child starts: the agent's files in HOME, the
+    sandbox (and its network) for the block, the launch recorded (argv in the store, a
+    copy-pasteable ``launch.sh``) and told. Yields the sandbox, the whole argv and the
+    vendor CLI's own argv."""
+    for rel, content in home_files.items():
+        target = home / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content, encoding="utf-8")
+    child_argv = [binary, *argv[1:]]
+    async with open_sandbox(
+        profile,
+        agent=agent,
+        worktree=wt,
+        home=home,
+        tmpdir=tmpdir,
+        host_env=host_env,
+        install_dirs=_agent_install_dirs(binary),
+        extra_env=env,
+        allowed_domains=request.allowed_domains,
+        endpoint=request.endpoint,
+    ) as sandbox:
+        full_argv = sandbox.command(child_argv)
+        if sandbox.unsandboxed:
+            emit(
+                WarningRaised(
+                    seq(),
+                    f"running WITHOUT a sandbox ({UNSANDBOXED_VAR}=1 and bubblewrap is not "
+                    "installed): the child can read and write whatever this user can",
+                    "unsandboxed",
+                )
+            )
+        store.set_launch(record.id, argv=full_argv, worktree=str(wt.path))
+        shell = shell_form(full_argv, sandbox.env.vars, agent.signing_key)
+        launch_file = run_dir / "launch.sh"
+        launch_file.write_text("#!/bin/sh\n" + shell + "\n", encoding="utf-8")
+        launch_file.chmod(0o700)
+        on_launch(
+            LaunchInfo(
+                record.id,
+                agent.id,
+                vendor_version,
+                profile.name,
+                profile.network,
+                str(wt.path),
+                full_argv,
+                child_argv,
+                shell,
+            )
+        )
+        yield sandbox, full_argv, child_argv
+
+
+async def _after_child(
+    request: RunRequest,
+    wt: Worktree,
+    *,
+    store: RunStore,
+    record: RunRecord,
+    folder: Folder,
+    seq: SeqCounter,
+    emit: Callable[[RunEvent], None],
+) -> None:
+    """What every transport does after its child ended, while the worktree still exists:
+    each denied action named in a warning, and a write run's change staged for review."""
+    for d in folder.summary().permission_denials:
+        what = d.path or d.detail or d.call_id or "an action"
+        emit(WarningRaised(seq(), f"{d.tool} was denied: {what}", "permission_denied"))
+    if request.mode is Mode.WORKTREE_WRITE:
+        await _stage(store, record.id, wt, seq, emit, request.review_limit_bytes)
+
+
 async def _run_in_worktree(
     request: RunRequest,
     wt: Worktree,
@@ -609,51 +702,26 @@ async def _run_in_worktree(
         model=request.model,
         max_turns=request.max_turns,
     )
-    for rel, content in plan.home_files.items():
-        target = home / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
-    child_argv = [binary, *plan.argv[1:]]
-    async with open_sandbox(
-        profile,
+    async with _launch(
+        request,
+        wt,
         agent=agent,
-        worktree=wt,
+        binary=binary,
+        argv=plan.argv,
+        env=plan.env,
+        home_files=plan.home_files,
         home=home,
         tmpdir=tmpdir,
+        run_dir=run_dir,
+        store=store,
+        record=record,
+        profile=profile,
         host_env=host_env,
-        install_dirs=_agent_install_dirs(binary),
-        extra_env=plan.env,
-        allowed_domains=request.allowed_domains,
-        endpoint=request.endpoint,
-    ) as sandbox:
-        full_argv = sandbox.command(child_argv)
-        if sandbox.unsandboxed:
-            emit(
-                WarningRaised(
-                    seq(),
-                    f"running WITHOUT a sandbox ({UNSANDBOXED_VAR}=1 and bubblewrap is not "
-                    "installed): the child can read and write whatever this user can",
-                    "unsandboxed",
-                )
-            )
-        store.set_launch(record.id, argv=full_argv, worktree=str(wt.path))
-        shell = shell_form(full_argv, sandbox.env.vars, agent.signing_key)
-        launch_file = run_dir / "launch.sh"
-        launch_file.write_text("#!/bin/sh\n" + shell + "\n", encoding="utf-8")
-        launch_file.chmod(0o700)
-        on_launch(
-            LaunchInfo(
-                record.id,
-                agent.id,
-                vendor_version,
-                profile.name,
-                profile.network,
-                str(wt.path),
-                full_argv,
-                child_argv,
-                shell,
-            )
-        )
+        seq=seq,
+        emit=emit,
+        on_launch=on_launch,
+        vendor_version=vendor_version,
+    ) as (sandbox, full_argv, child_argv):
         codec = codec_for(agent.id, seq, cwd=str(wt.path))
 
         def on_stdout(data: bytes) -> None:
@@ -680,12 +748,7 @@ async def _run_in_worktree(
             emit(ev)
         for p in result.survivors_killed:
             emit(WarningRaised(seq(), f"killed a leftover process {p.pid} ({p.name})", "survivor"))
-    for d in folder.summary().permission_denials:
-        what = d.path or d.detail or d.call_id or "an action"
-        emit(WarningRaised(seq(), f"{d.tool} was denied: {what}", "permission_denied"))
-    if request.mode is Mode.WORKTREE_WRITE:
-        # Still inside the worktree's block: capture before it is removed.
-        await _stage(store, record.id, wt, seq, emit, request.review_limit_bytes)
+    await _after_child(request, wt, store=store, record=record, folder=folder, seq=seq, emit=emit)
     if result.timed_out:
         outcome = Outcome(
             OutcomeStatus.TIMED_OUT, None, f"the run exceeded {request.max_runtime_s} s"
@@ -731,51 +794,26 @@ async def _run_acp_in_worktree(
         model=request.model,
         max_turns=request.max_turns,
     )
-    for rel, content in recipe.home_files.items():
-        target = home / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
-    child_argv = [binary, *recipe.argv[1:]]
-    async with open_sandbox(
-        profile,
+    async with _launch(
+        request,
+        wt,
         agent=agent,
-        worktree=wt,
+        binary=binary,
+        argv=recipe.argv,
+        env=recipe.env,
+        home_files=recipe.home_files,
         home=home,
         tmpdir=tmpdir,
+        run_dir=run_dir,
+        store=store,
+        record=record,
+        profile=profile,
         host_env=host_env,
-        install_dirs=_agent_install_dirs(binary),
-        extra_env=recipe.env,
-        allowed_domains=request.allowed_domains,
-        endpoint=request.endpoint,
-    ) as sandbox:
-        full_argv = sandbox.command(child_argv)
-        if sandbox.unsandboxed:
-            emit(
-                WarningRaised(
-                    seq(),
-                    f"running WITHOUT a sandbox ({UNSANDBOXED_VAR}=1 and bubblewrap is not "
-                    "installed): the child can read and write whatever this user can",
-                    "unsandboxed",
-                )
-            )
-        store.set_launch(record.id, argv=full_argv, worktree=str(wt.path))
-        shell = shell_form(full_argv, sandbox.env.vars, agent.signing_key)
-        launch_file = run_dir / "launch.sh"
-        launch_file.write_text("#!/bin/sh\n" + shell + "\n", encoding="utf-8")
-        launch_file.chmod(0o700)
-        on_launch(
-            LaunchInfo(
-                record.id,
-                agent.id,
-                vendor_version,
-                profile.name,
-                profile.network,
-                str(wt.path),
-                full_argv,
-                child_argv,
-                shell,
-            )
-        )
+        seq=seq,
+        emit=emit,
+        on_launch=on_launch,
+        vendor_version=vendor_version,
+    ) as (sandbox, full_argv, child_argv):
         client = SupervisorClient(
             root=wt.path, agent=agent.id, policy=run_policy(request.mode), seq=seq, emit=emit
         )
@@ -796,9 +834,5 @@ async def _run_acp_in_worktree(
         finally:
             decisions.extend(sandbox.decisions)
         store.append_stderr(record.id, run.child.stderr_tail)
-    for d in folder.summary().permission_denials:
-        what = d.path or d.detail or d.call_id or "an action"
-        emit(WarningRaised(seq(), f"{d.tool} was denied: {what}", "permission_denied"))
-    if request.mode is Mode.WORKTREE_WRITE:
-        await _stage(store, record.id, wt, seq, emit, request.review_limit_bytes)
+    await _after_child(request, wt, store=store, record=record, folder=folder, seq=seq, emit=emit)
     return run.outcome, run.child, full_argv, child_argv

@@ -212,14 +212,15 @@ def run_command(args: Any) -> int:
         if view is None:
             report = anyio.run(_run, request, env, None, None)
         else:
-            with Live(view.render(), console=console, refresh_per_second=8) as live:
+            # Transient: a refusal before the run leaves no empty panels behind; a run that
+            # happened is printed once more, whole, when it ends.
+            with Live(view.render(), console=console, refresh_per_second=8, transient=True) as live:
                 report = anyio.run(_run, request, env, view, live)
-                outcome = report.outcome
-                kind = f" / {outcome.failure_kind.value}" if outcome.failure_kind else ""
-                why = f": {outcome.reason}" if outcome.reason else ""
-                view.finished = f"run {report.record.id}: {outcome.status.value}{kind}{why}"
-                live.update(view.render())
-            console.print()
+            outcome = report.outcome
+            kind = f" / {outcome.failure_kind.value}" if outcome.failure_kind else ""
+            why = f": {outcome.reason}" if outcome.reason else ""
+            view.finished = f"run {report.record.id}: {outcome.status.value}{kind}{why}"
+            console.print(view.render())
     except Refusal as exc:
         if args.json:
             print(json.dumps({"type": "refused", "code": exc.code, "reason": str(exc)}))

@@ -350,24 +350,25 @@ async def dispatch_run(
         try:
             async with disposable_worktree_async(repo, run_id=record.id, state_dir=state) as wt:
                 worktree_path = str(wt.path)
-                outcome, child, full_argv, child_argv = await _run_in_worktree(
+                run = _Run(
                     request,
                     wt,
-                    run_dir=run_dir,
-                    store=store,
-                    record=record,
-                    prompt=prompt.text,
-                    binary=probe.binary_path,
-                    profile=profile,
-                    host_env=host_env,
-                    seq=seq,
-                    folder=folder,
-                    emit=emit,
-                    decisions=decisions,
-                    cancel=cancel,
-                    on_launch=on_launch,
-                    vendor_version=probe.version,
+                    agent,
+                    probe.binary_path,
+                    probe.version,
+                    profile,
+                    host_env,
+                    run_dir,
+                    store,
+                    record,
+                    seq,
+                    folder,
+                    emit,
+                    on_launch,
+                    cancel,
+                    decisions,
                 )
+                outcome, child, full_argv, child_argv = await _run_in_worktree(run, prompt.text)
         except SupervisorError as exc:
             outcome = Outcome(
                 OutcomeStatus.REFUSED if isinstance(exc, Refusal) else OutcomeStatus.FAILED,
@@ -554,201 +555,157 @@ async def _stage(
     )
 
 
+@dataclass
+class _Run:
+    """One run inside its worktree: what both transports need, passed as one value."""
+
+    request: RunRequest
+    wt: Worktree
+    agent: AgentSpec
+    binary: str
+    vendor_version: str | None
+    profile: SandboxProfile
+    host_env: Mapping[str, str]
+    run_dir: Path
+    store: RunStore
+    record: RunRecord
+    seq: SeqCounter
+    folder: Folder
+    emit: Callable[[RunEvent], None]
+    on_launch: Callable[[LaunchInfo], None]
+    cancel: anyio.Event | None
+    decisions: list[ProxyDecision]
+
+    @property
+    def home(self) -> Path:
+        return self.run_dir / "home"
+
+    @property
+    def tmpdir(self) -> Path:
+        return self.run_dir / "tmp"
+
+
 @contextlib.asynccontextmanager
 async def _launch(
-    request: RunRequest,
-    wt: Worktree,
-    *,
-    agent: AgentSpec,
-    binary: str,
-    argv: list[str],
-    env: Mapping[str, str],
-    home_files: Mapping[str, str],
-    home: Path,
-    tmpdir: Path,
-    run_dir: Path,
-    store: RunStore,
-    record: RunRecord,
-    profile: SandboxProfile,
-    host_env: Mapping[str, str],
-    seq: SeqCounter,
-    emit: Callable[[RunEvent], None],
-    on_launch: Callable[[LaunchInfo], None],
-    vendor_version: str | None,
+    run: _Run, *, argv: list[str], env: Mapping[str, str], home_files: Mapping[str, str]
 ) -> AsyncIterator[tuple[Sandbox, list[str], list[str]]]:
     """What every transport does before its child starts: the agent's files in HOME, the
     sandbox (and its network) for the block, the launch recorded (argv in the store, a
     copy-pasteable ``launch.sh``) and told. Yields the sandbox, the whole argv and the
-    vendor CLI's own argv."""
+    vendor CLI's own argv. The proxy's decisions are kept when the block ends."""
     for rel, content in home_files.items():
-        target = home / rel
+        target = run.home / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content, encoding="utf-8")
-    child_argv = [binary, *argv[1:]]
+    child_argv = [run.binary, *argv[1:]]
     async with open_sandbox(
-        profile,
-        agent=agent,
-        worktree=wt,
-        home=home,
-        tmpdir=tmpdir,
-        host_env=host_env,
-        install_dirs=_agent_install_dirs(binary),
+        run.profile,
+        agent=run.agent,
+        worktree=run.wt,
+        home=run.home,
+        tmpdir=run.tmpdir,
+        host_env=run.host_env,
+        install_dirs=_agent_install_dirs(run.binary),
         extra_env=env,
-        allowed_domains=request.allowed_domains,
-        endpoint=request.endpoint,
+        allowed_domains=run.request.allowed_domains,
+        endpoint=run.request.endpoint,
     ) as sandbox:
         full_argv = sandbox.command(child_argv)
         if sandbox.unsandboxed:
-            emit(
+            run.emit(
                 WarningRaised(
-                    seq(),
+                    run.seq(),
                     f"running WITHOUT a sandbox ({UNSANDBOXED_VAR}=1 and bubblewrap is not "
                     "installed): the child can read and write whatever this user can",
                     "unsandboxed",
                 )
             )
-        store.set_launch(record.id, argv=full_argv, worktree=str(wt.path))
-        shell = shell_form(full_argv, sandbox.env.vars, agent.signing_key)
-        launch_file = run_dir / "launch.sh"
+        run.store.set_launch(run.record.id, argv=full_argv, worktree=str(run.wt.path))
+        shell = shell_form(full_argv, sandbox.env.vars, run.agent.signing_key)
+        launch_file = run.run_dir / "launch.sh"
         launch_file.write_text("#!/bin/sh\n" + shell + "\n", encoding="utf-8")
         launch_file.chmod(0o700)
-        on_launch(
+        run.on_launch(
             LaunchInfo(
-                record.id,
-                agent.id,
-                vendor_version,
-                profile.name,
-                profile.network,
-                str(wt.path),
+                run.record.id,
+                run.agent.id,
+                run.vendor_version,
+                run.profile.name,
+                run.profile.network,
+                str(run.wt.path),
                 full_argv,
                 child_argv,
                 shell,
             )
         )
-        yield sandbox, full_argv, child_argv
+        try:
+            yield sandbox, full_argv, child_argv
+        finally:
+            run.decisions.extend(sandbox.decisions)
 
 
-async def _after_child(
-    request: RunRequest,
-    wt: Worktree,
-    *,
-    store: RunStore,
-    record: RunRecord,
-    folder: Folder,
-    seq: SeqCounter,
-    emit: Callable[[RunEvent], None],
-) -> None:
+async def _after_child(run: _Run) -> None:
     """What every transport does after its child ended, while the worktree still exists:
     each denied action named in a warning, and a write run's change staged for review."""
-    for d in folder.summary().permission_denials:
+    for d in run.folder.summary().permission_denials:
         what = d.path or d.detail or d.call_id or "an action"
-        emit(WarningRaised(seq(), f"{d.tool} was denied: {what}", "permission_denied"))
-    if request.mode is Mode.WORKTREE_WRITE:
-        await _stage(store, record.id, wt, seq, emit, request.review_limit_bytes)
+        run.emit(WarningRaised(run.seq(), f"{d.tool} was denied: {what}", "permission_denied"))
+    if run.request.mode is Mode.WORKTREE_WRITE:
+        await _stage(
+            run.store, run.record.id, run.wt, run.seq, run.emit, run.request.review_limit_bytes
+        )
 
 
 async def _run_in_worktree(
-    request: RunRequest,
-    wt: Worktree,
-    *,
-    run_dir: Path,
-    store: RunStore,
-    record: RunRecord,
-    prompt: str,
-    binary: str,
-    profile: SandboxProfile,
-    host_env: Mapping[str, str],
-    seq: SeqCounter,
-    folder: Folder,
-    emit: Callable[[RunEvent], None],
-    decisions: list[ProxyDecision],
-    cancel: anyio.Event | None,
-    on_launch: Callable[[LaunchInfo], None],
-    vendor_version: str | None,
+    run: _Run, prompt: str
 ) -> tuple[Outcome, ChildResult, list[str], list[str]]:
-    agent = get_agent(request.agent)
-    home = run_dir / "home"
-    tmpdir = run_dir / "tmp"
-    home.mkdir(mode=0o700)
-    tmpdir.mkdir(mode=0o700)
-    if agent.transport == "acp":
-        return await _run_acp_in_worktree(
-            request,
-            wt,
-            agent=agent,
-            home=home,
-            tmpdir=tmpdir,
-            run_dir=run_dir,
-            store=store,
-            record=record,
-            prompt=prompt,
-            binary=binary,
-            profile=profile,
-            host_env=host_env,
-            seq=seq,
-            folder=folder,
-            emit=emit,
-            decisions=decisions,
-            cancel=cancel,
-            on_launch=on_launch,
-            vendor_version=vendor_version,
-        )
+    run.home.mkdir(mode=0o700)
+    run.tmpdir.mkdir(mode=0o700)
+    if run.agent.transport == "acp":
+        return await _run_acp_in_worktree(run, prompt)
+    request = run.request
     plan = plan_launch(
-        agent,
+        run.agent,
         prompt=prompt,
         mode=request.mode,
-        home=str(home),
+        home=str(run.home),
         endpoint=request.endpoint,
         model=request.model,
         max_turns=request.max_turns,
     )
-    async with _launch(
-        request,
-        wt,
-        agent=agent,
-        binary=binary,
-        argv=plan.argv,
-        env=plan.env,
-        home_files=plan.home_files,
-        home=home,
-        tmpdir=tmpdir,
-        run_dir=run_dir,
-        store=store,
-        record=record,
-        profile=profile,
-        host_env=host_env,
-        seq=seq,
-        emit=emit,
-        on_launch=on_launch,
-        vendor_version=vendor_version,
-    ) as (sandbox, full_argv, child_argv):
-        codec = codec_for(agent.id, seq, cwd=str(wt.path))
+    async with _launch(run, argv=plan.argv, env=plan.env, home_files=plan.home_files) as (
+        sandbox,
+        full_argv,
+        child_argv,
+    ):
+        codec = codec_for(run.agent.id, run.seq, cwd=str(run.wt.path))
 
         def on_stdout(data: bytes) -> None:
-            store.append_stdout(record.id, data)
+            run.store.append_stdout(run.record.id, data)
             for ev in codec.feed(data):
-                emit(ev)
+                run.emit(ev)
 
-        try:
-            result = await run_child(
-                full_argv,
-                env=sandbox.launcher_env,
-                cwd=wt.path,
-                on_stdout=on_stdout,
-                max_runtime=request.max_runtime_s,
-                grace=request.grace_s,
-                cancel=cancel,
-            )
-        finally:
-            decisions.extend(sandbox.decisions)
-        store.append_stderr(record.id, result.stderr_tail)
+        result = await run_child(
+            full_argv,
+            env=sandbox.launcher_env,
+            cwd=run.wt.path,
+            on_stdout=on_stdout,
+            max_runtime=request.max_runtime_s,
+            grace=request.grace_s,
+            cancel=run.cancel,
+        )
+        run.store.append_stderr(run.record.id, result.stderr_tail)
         for ev in codec.flush():
-            emit(ev)
+            run.emit(ev)
         for ev in codec.stderr_events(result.stderr_tail):
-            emit(ev)
+            run.emit(ev)
         for p in result.survivors_killed:
-            emit(WarningRaised(seq(), f"killed a leftover process {p.pid} ({p.name})", "survivor"))
-    await _after_child(request, wt, store=store, record=record, folder=folder, seq=seq, emit=emit)
+            run.emit(
+                WarningRaised(
+                    run.seq(), f"killed a leftover process {p.pid} ({p.name})", "survivor"
+                )
+            )
+    await _after_child(run)
     if result.timed_out:
         outcome = Outcome(
             OutcomeStatus.TIMED_OUT, None, f"the run exceeded {request.max_runtime_s} s"
@@ -756,83 +713,51 @@ async def _run_in_worktree(
     elif result.canceled:
         outcome = Outcome(OutcomeStatus.CANCELED, None, "the run was canceled")
     else:
-        outcome = codec.classify(result.exit_code, result.stderr_tail, folder.summary())
+        outcome = codec.classify(result.exit_code, result.stderr_tail, run.folder.summary())
     return outcome, result, full_argv, child_argv
 
 
 async def _run_acp_in_worktree(
-    request: RunRequest,
-    wt: Worktree,
-    *,
-    agent: AgentSpec,
-    home: Path,
-    tmpdir: Path,
-    run_dir: Path,
-    store: RunStore,
-    record: RunRecord,
-    prompt: str,
-    binary: str,
-    profile: SandboxProfile,
-    host_env: Mapping[str, str],
-    seq: SeqCounter,
-    folder: Folder,
-    emit: Callable[[RunEvent], None],
-    decisions: list[ProxyDecision],
-    cancel: anyio.Event | None,
-    on_launch: Callable[[LaunchInfo], None],
-    vendor_version: str | None,
+    run: _Run, prompt: str
 ) -> tuple[Outcome, ChildResult, list[str], list[str]]:
     """The ACP transport (supervisor.acp.client) inside the same containment as a line-stream
     run: the same sandbox, env, store and staging; the SDK's client over the child's pipes
     instead of a codec over its stdout."""
+    request = run.request
     recipe = acp_recipe(
-        agent,
+        run.agent,
         mode=request.mode,
-        home=str(home),
+        home=str(run.home),
         now_ms=time.time_ns() // 1_000_000,
         endpoint=request.endpoint,
         model=request.model,
         max_turns=request.max_turns,
     )
-    async with _launch(
-        request,
-        wt,
-        agent=agent,
-        binary=binary,
-        argv=recipe.argv,
-        env=recipe.env,
-        home_files=recipe.home_files,
-        home=home,
-        tmpdir=tmpdir,
-        run_dir=run_dir,
-        store=store,
-        record=record,
-        profile=profile,
-        host_env=host_env,
-        seq=seq,
-        emit=emit,
-        on_launch=on_launch,
-        vendor_version=vendor_version,
-    ) as (sandbox, full_argv, child_argv):
+    async with _launch(run, argv=recipe.argv, env=recipe.env, home_files=recipe.home_files) as (
+        sandbox,
+        full_argv,
+        child_argv,
+    ):
         client = SupervisorClient(
-            root=wt.path, agent=agent.id, policy=run_policy(request.mode), seq=seq, emit=emit
+            root=run.wt.path,
+            agent=run.agent.id,
+            policy=run_policy(request.mode),
+            seq=run.seq,
+            emit=run.emit,
         )
-        fold = AcpFold(seq, cwd=str(wt.path))
-        try:
-            run = await run_acp_agent(
-                full_argv,
-                env=sandbox.launcher_env,
-                cwd=wt.path,
-                prompt=prompt,
-                client=client,
-                fold=fold,
-                on_transcript=partial(store.append_stdout, record.id),
-                max_runtime=request.max_runtime_s,
-                grace=request.grace_s,
-                cancel=cancel,
-            )
-        finally:
-            decisions.extend(sandbox.decisions)
-        store.append_stderr(record.id, run.child.stderr_tail)
-    await _after_child(request, wt, store=store, record=record, folder=folder, seq=seq, emit=emit)
-    return run.outcome, run.child, full_argv, child_argv
+        fold = AcpFold(run.seq, cwd=str(run.wt.path))
+        acp = await run_acp_agent(
+            full_argv,
+            env=sandbox.launcher_env,
+            cwd=run.wt.path,
+            prompt=prompt,
+            client=client,
+            fold=fold,
+            on_transcript=partial(run.store.append_stdout, run.record.id),
+            max_runtime=request.max_runtime_s,
+            grace=request.grace_s,
+            cancel=run.cancel,
+        )
+        run.store.append_stderr(run.record.id, acp.child.stderr_tail)
+    await _after_child(run)
+    return acp.outcome, acp.child, full_argv, child_argv

@@ -7,13 +7,19 @@
     blocked_agents = ["codex-cli"]      # agents asup refuses to start
     default_network = "restricted"      # none | open | restricted (else the profile's own)
 
+    [[policy.rules]]                    # permission rules for ACP agents (docs/policy.md)
+    risk = "shell"
+    pattern = "git status"
+    decision = "allow"
+
 A missing file is the default config (everything off). A file that is not valid TOML, names a
 key asup does not know or gives a key a value of the wrong type raises :class:`ConfigError`
 naming the file and the line; asup never guesses what a broken file meant.
 
 asup writes the file itself only for ``asup config enable`` / ``disable``: the whole file is
-rendered by the small writer below (the four keys are booleans, strings, a list of strings
-and a name; a TOML library would add a dependency for nothing) to a temporary file in the same
+rendered by the small writer below (the keys are booleans, strings, a list of strings, a
+name and the policy rules as an array of tables; a TOML library would add a dependency for
+nothing) to a temporary file in the same
 directory, flushed to disk and renamed over the old one, so a reader sees the old file or the
 new one and never half of one. Comments in the file are not kept by such a write.
 """
@@ -33,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationErr
 
 from supervisor import paths
 from supervisor.errors import ConfigError
+from supervisor.policy import Policy, policy_from_config
 from supervisor.sandbox.profile import NetworkMode
 
 __all__ = [
@@ -57,6 +64,8 @@ class Config(BaseModel):
     endpoint: StrictStr | None = None
     blocked_agents: tuple[StrictStr, ...] = ()
     default_network: NetworkMode | None = None
+    # The user's layer of the permission policy (between the defaults and a run's options).
+    policy: Policy = Policy()
 
     @field_validator("endpoint")
     @classmethod
@@ -85,6 +94,15 @@ def _key_line(text: str, key: str) -> int | None:
     return None
 
 
+def _table_line(text: str, table: str) -> int | None:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if re.match(rf"\s*\[\[?\s*{re.escape(table)}[.\]\s]", line) or re.match(
+            rf"\s*{re.escape(table)}\s*[.=]", line
+        ):
+            return number
+    return None
+
+
 def load_config(path: Path) -> Config:
     """Read and check the config file; a missing file gives the defaults."""
     try:
@@ -105,7 +123,14 @@ def load_config(path: Path) -> Config:
             "line or remove the file"
         ) from exc
     try:
-        return Config.model_validate(data)
+        layer = policy_from_config(data)
+    except ConfigError as exc:
+        line = _table_line(text, "policy")
+        where = f"{path}, line {line}" if line is not None else str(path)
+        raise ConfigError(f"{where}: {exc}") from exc
+    data.pop("policy", None)
+    try:
+        return Config.model_validate({**data, "policy": layer})
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = first["loc"]
@@ -148,12 +173,23 @@ def _toml_value(value: Any) -> str:
 
 
 def render_config(config: Config) -> str:
-    """The file text for ``config``: every key that is not None, in field order."""
+    """The file text for ``config``: every key that is not None, in field order, then each
+    policy rule as a ``[[policy.rules]]`` table (tables come after the plain keys in TOML)."""
     lines = ["# asup user config; `asup config enable` / `disable` rewrite this file."]
     for name in Config.model_fields:
         value = getattr(config, name)
-        if value is not None:
+        if name != "policy" and value is not None:
             lines.append(f"{name} = {_toml_value(value)}")
+    for rule in config.policy.rules:
+        lines += [
+            "",
+            "[[policy.rules]]",
+            f"risk = {_toml_string(str(rule.risk))}",
+            f"pattern = {_toml_string(rule.pattern)}",
+            f"decision = {_toml_string(str(rule.decision))}",
+        ]
+        if rule.hard:
+            lines.append("hard = true")
     return "\n".join(lines) + "\n"
 
 

@@ -44,6 +44,7 @@ from supervisor.acp.client import (
 )
 from supervisor.acp.fold import AcpFold
 from supervisor.acp.recipes import acp_recipe
+from supervisor.approval import Approver
 from supervisor.codecs import codec_for
 from supervisor.env import ChildEnv, build_child_env, check_not_nested
 from supervisor.errors import Refusal, SandboxUnavailable, SupervisorError
@@ -59,6 +60,7 @@ from supervisor.events import (
     WarningRaised,
 )
 from supervisor.launch import endpoint_host, plan_launch
+from supervisor.policy import Policy
 from supervisor.probe import ProbeState, probe_agent
 from supervisor.process import ChildResult, run_child
 from supervisor.prompt import compose_prompt
@@ -128,6 +130,9 @@ class RunRequest(BaseModel):
     prompt_budget_bytes: int = Field(default=200_000, gt=0)
     review_limit_bytes: int = Field(default=DEFAULT_LIMIT_BYTES, gt=0)
     grace_s: float = Field(default=5.0, ge=0)
+    # Permission rules over the defaults for ACP agents' requests: the user's config layer,
+    # then the run's own options (supervisor.policy.Policy.layered).
+    policy: Policy = Policy()
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,9 +259,12 @@ async def dispatch_run(
     cancel: anyio.Event | None = None,
     state_dir: Path | None = None,
     check_gates: Callable[[Mapping[str, str], str], None] | None = None,
+    approver: Approver | None = None,
 ) -> RunReport:
     """Run one request to its end. Refusals raise :class:`~supervisor.errors.Refusal` before
-    anything is started; once the run is recorded it always ends with ``run.finished``."""
+    anything is started; once the run is recorded it always ends with ``run.finished``.
+    ``approver`` answers what the policy asks of the person (ACP agents); None is headless:
+    every ask is a deny."""
     check_not_nested(host_env)
     if check_gates is not None:
         check_gates(host_env, request.agent)
@@ -367,6 +375,7 @@ async def dispatch_run(
                     on_launch,
                     cancel,
                     decisions,
+                    approver,
                 )
                 outcome, child, full_argv, child_argv = await _run_in_worktree(run, prompt.text)
         except SupervisorError as exc:
@@ -575,6 +584,7 @@ class _Run:
     on_launch: Callable[[LaunchInfo], None]
     cancel: anyio.Event | None
     decisions: list[ProxyDecision]
+    approver: Approver | None = None
 
     @property
     def home(self) -> Path:
@@ -741,9 +751,10 @@ async def _run_acp_in_worktree(
         client = SupervisorClient(
             root=run.wt.path,
             agent=run.agent.id,
-            policy=run_policy(request.mode),
+            policy=run_policy(request.mode, request.policy),
             seq=run.seq,
             emit=run.emit,
+            approver=run.approver,
         )
         fold = AcpFold(run.seq, cwd=str(run.wt.path))
         acp = await run_acp_agent(

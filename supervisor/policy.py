@@ -67,6 +67,7 @@ __all__ = [
     "option_label",
     "policy_from_config",
     "resolve_ask",
+    "rule_from_option",
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -523,3 +524,23 @@ def _problem(exc: ValidationError) -> str:
         return f"decision must be one of allow, ask, deny, not {first['input']!r}"
     message = str(first["msg"]).removeprefix("Value error, ")
     return f"{key}: {message}" if key else message
+
+
+def rule_from_option(decision: str, spec: str) -> Rule:
+    """One run option (``asup run --allow/--ask/--deny RISK:PATTERN``) as a rule: ``spec`` is a
+    risk class (or ``*``), a colon, and the pattern over the whole target (it may hold colons
+    itself: only the first one splits). Raises ``ValueError`` naming the fix."""
+    risk, sep, pattern = spec.partition(":")
+    kinds = ", ".join(RiskClass)
+    if not sep or not risk:
+        raise ValueError(
+            f"--{decision} {spec!r}: write it as RISK:PATTERN, e.g. --{decision} 'shell:git *' "
+            f"(RISK is one of {kinds} or '*')"
+        )
+    if risk != "*" and risk not in set(RiskClass):
+        raise ValueError(
+            f"--{decision} {spec!r}: {risk!r} is not a risk class; use one of {kinds} or '*'"
+        )
+    if not pattern:
+        raise ValueError(f"--{decision} {spec!r}: the pattern is empty; use '*' for any target")
+    return Rule.model_validate({"risk": risk, "pattern": pattern, "decision": decision})

@@ -16,8 +16,8 @@ The supervisor serves, inside the worktree only (:func:`resolve_in_worktree`):
 refusal is a JSON-RPC error plus a ``PermissionDenied`` naming the path. No ``terminal/*``: the
 capability is not offered. ``session/request_permission`` goes through
 :mod:`supervisor.policy` (:func:`action_for_tool_call` maps the ACP tool kind onto a risk
-class); with no live approver an ask is a deny, and an allow is answered with the agent's
-``allow_once`` option, never ``allow_always``.
+class); an ask goes to the run's approver (:mod:`supervisor.approval`), and with none it is a
+deny; an allow is answered with the agent's ``allow_once`` option, never ``allow_always``.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from acp.schema import (
 
 from supervisor import __version__
 from supervisor.acp.fold import AcpFold, Direction, outcome_for_stop_reason
+from supervisor.approval import Answer, ApprovalRequest, Approver
 from supervisor.events import (
     ErrorReported,
     FailureKind,
@@ -63,6 +64,8 @@ from supervisor.events import (
 from supervisor.policy import (
     DEFAULT_POLICY,
     Action,
+    Approvals,
+    DecidedBy,
     Decision,
     FinalDecision,
     PermissionOption,
@@ -71,6 +74,7 @@ from supervisor.policy import (
     RiskClass,
     Rule,
     answer_option,
+    authorise,
     evaluate,
     resolve_ask,
 )
@@ -111,19 +115,28 @@ KIND_RISK: Mapping[str, RiskClass] = {
 _OUTSIDE = ("/*", "~*", "..", "../*", "*/..", "*/../*")
 
 
-def run_policy(mode: Mode) -> Policy:
-    """The policy of one ACP run: the defaults, and for a write run a layer that allows writes
-    inside the worktree (``--write`` is the person's yes to that) and still denies any outside;
-    the hard deny of git metadata stays terminal."""
-    if mode is not Mode.WORKTREE_WRITE:
-        return DEFAULT_POLICY
-    layer = Policy(
-        rules=(
-            Rule(risk=RiskClass.WRITE, pattern="*", decision=Decision.ALLOW),
-            *(Rule(risk=RiskClass.WRITE, pattern=p, decision=Decision.DENY) for p in _OUTSIDE),
+def run_policy(mode: Mode, extra: Policy | None = None) -> Policy:
+    """The policy of one ACP run, in layers: the defaults; for a write run, a layer that allows
+    writes inside the worktree (``--write`` is the person's yes to that) and still denies any
+    outside; then ``extra`` — the user's config and the run's own rules, in that order — whose
+    rules win as the last match. The hard denies (git metadata, credentials) stay terminal
+    whatever a later layer says."""
+    layers = [DEFAULT_POLICY]
+    if mode is Mode.WORKTREE_WRITE:
+        layers.append(
+            Policy(
+                rules=(
+                    Rule(risk=RiskClass.WRITE, pattern="*", decision=Decision.ALLOW),
+                    *(
+                        Rule(risk=RiskClass.WRITE, pattern=p, decision=Decision.DENY)
+                        for p in _OUTSIDE
+                    ),
+                )
+            )
         )
-    )
-    return Policy.layered(DEFAULT_POLICY, layer)
+    if extra is not None:
+        layers.append(extra)
+    return Policy.layered(*layers)
 
 
 # -- the worktree boundary ------------------------------------------------------------------
@@ -236,9 +249,16 @@ def action_for_tool_call(call: Mapping[str, Any], *, agent: str, root: Path) -> 
 
 
 class SupervisorClient:
-    """The ``acp.Client`` side of one run: permissions through the policy (headless for now),
-    fs inside the worktree. ``session/update`` is folded by the connection's observer, which
-    sees every message in order, so the handler here does nothing."""
+    """The ``acp.Client`` side of one run: permissions through the policy and, for an ask, the
+    run's approver (none: headless, an ask is a deny); fs inside the worktree.
+    ``session/update`` is folded by the connection's observer, which sees every message in
+    order, so the handler here does nothing.
+
+    Asks are put to the approver one at a time (a lock), in the order they arrive. A person's
+    yes to a permission request for a read or write of one path also grants the single
+    ``fs/*`` request that carries it out (gemini and opencode ask, then write through the
+    client): a :class:`~supervisor.policy.Approvals` grant bound to that exact action, spent on
+    first use."""
 
     def __init__(
         self,
@@ -248,19 +268,66 @@ class SupervisorClient:
         policy: Policy,
         seq: SeqCounter,
         emit: Callable[[RunEvent], None],
-        approver_live: bool = False,
+        approver: Approver | None = None,
     ) -> None:
         self.root = root
         self.agent = agent
         self.policy = policy
         self.seq = seq
         self.emit = emit
-        self.approver_live = approver_live
+        self.approver = approver
+        self.approvals = Approvals()
         self.decisions: list[FinalDecision] = []
+        self._asking = asyncio.Lock()
+        self._stopped = asyncio.Event()
 
-    def _decide(self, action: Action) -> FinalDecision:
+    def stop(self) -> None:
+        """The run is ending (cancel, budget, shutdown): a question still open is withdrawn and
+        answered as a deny; permission requests from now on are answered ``cancelled``."""
+        self._stopped.set()
+
+    async def _ask(self, request: ApprovalRequest) -> Answer:
+        assert self.approver is not None
+        async with self._asking:
+            if self._stopped.is_set():
+                return None
+            asking = asyncio.ensure_future(self.approver.ask(request))
+            stopping = asyncio.ensure_future(self._stopped.wait())
+            try:
+                await asyncio.wait({asking, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stopping.cancel()
+                if not asking.done():
+                    asking.cancel()
+                    with contextlib.suppress(BaseException):
+                        await asking
+            if asking.cancelled():
+                return None
+            error = asking.exception()
+            if error is not None:
+                self.emit(
+                    WarningRaised(
+                        self.seq(),
+                        f"the approver failed ({error!r}); the ask is denied",
+                        "approver_failed",
+                    )
+                )
+                return None
+            return asking.result()
+
+    async def _decide(
+        self,
+        action: Action,
+        options: Sequence[PermissionOption] = (),
+        title: str | None = None,
+    ) -> FinalDecision:
         verdict = evaluate(self.policy, action)
-        final = resolve_ask(verdict, approver_live=self.approver_live, approved=None)
+        final, self.approvals = authorise(verdict, self.approvals)
+        if final is None:
+            answer: Answer = None
+            if self.approver is not None:
+                answer = await self._ask(ApprovalRequest(verdict, tuple(options), title))
+            final = resolve_ask(verdict, approver_live=self.approver is not None, approved=answer)
         self.decisions.append(final)
         self.emit(WarningRaised(self.seq(), final.reason, f"policy_{final.decision}"))
         return final
@@ -283,18 +350,29 @@ class SupervisorClient:
     ) -> RequestPermissionResponse:
         call = tool_call.model_dump(mode="json", by_alias=True, exclude_none=True)
         action = action_for_tool_call(call, agent=self.agent, root=self.root)
-        final = self._decide(action)
         ours = []
         for opt in options:
             with contextlib.suppress(ValueError):
                 kind = PermissionOptionKind(str(opt.kind))
                 ours.append(PermissionOption(option_id=opt.option_id, name=opt.name, kind=kind))
+        title = call.get("title") if isinstance(call.get("title"), str) else None
+        final = await self._decide(action, ours, title)
+        if final.allowed and final.decided_by is DecidedBy.APPROVER:
+            self._grant_follow_up(action)
         chosen = answer_option(ours, final)
-        if chosen is None:
+        if chosen is None or self._stopped.is_set():
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(
             outcome=AllowedOutcome(option_id=chosen.option_id, outcome="selected")
         )
+
+    def _grant_follow_up(self, action: Action) -> None:
+        """The person allowed ``action``: grant the one fs request that would carry it out."""
+        method = {RiskClass.READ: "fs/read_text_file", RiskClass.WRITE: "fs/write_text_file"}
+        tool = method.get(action.risk)
+        if tool is not None:
+            follow = Action(risk=action.risk, target=action.target, agent=self.agent, tool=tool)
+            self.approvals = self.approvals.grant(follow)
 
     async def read_text_file(
         self,
@@ -305,8 +383,9 @@ class SupervisorClient:
         **kwargs: Any,
     ) -> ReadTextFileResponse:
         real, rel = self._confine("fs/read_text_file", path)
-        final = self._decide(
-            Action(risk=RiskClass.READ, target=rel, agent=self.agent, tool="fs/read_text_file")
+        final = await self._decide(
+            Action(risk=RiskClass.READ, target=rel, agent=self.agent, tool="fs/read_text_file"),
+            title=f"read {rel}",
         )
         if not final.allowed:
             raise self._refuse("fs/read_text_file", path, final.reason)
@@ -324,8 +403,9 @@ class SupervisorClient:
         self, session_id: str, path: str, content: str, **kwargs: Any
     ) -> WriteTextFileResponse:
         real, rel = self._confine("fs/write_text_file", path)
-        final = self._decide(
-            Action(risk=RiskClass.WRITE, target=rel, agent=self.agent, tool="fs/write_text_file")
+        final = await self._decide(
+            Action(risk=RiskClass.WRITE, target=rel, agent=self.agent, tool="fs/write_text_file"),
+            title=f"write {rel} ({len(content.encode('utf-8'))} bytes)",
         )
         if not final.allowed:
             raise self._refuse("fs/write_text_file", path, final.reason)
@@ -476,6 +556,7 @@ async def run_acp_agent(
         else:
             timed_out = canceled_by is None or canceled_by not in done
             canceled = not timed_out
+            client.stop()
             if session:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(conn.cancel(session_id=session[0]), 2.0)
@@ -493,6 +574,7 @@ async def run_acp_agent(
             else:
                 outcome = _error_outcome(last_error[-1] if last_error else None, error)
     finally:
+        client.stop()
         with contextlib.suppress(BaseException):
             await asyncio.shield(_shutdown(proc, grace))
         for fut in (talk, exited, canceled_by):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from supervisor import __version__
 
@@ -68,6 +68,30 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="let the agent edit files in its worktree; the change is kept for review "
         "(asup review / apply / discard), nothing reaches your checkout before that",
+    )
+
+    def rule_option(decision: str) -> Callable[[str], tuple[str, str]]:
+        return lambda spec: (decision, spec)
+
+    for decision, what in (
+        ("allow", "allow without asking"),
+        ("ask", "ask the person at the terminal"),
+        ("deny", "deny"),
+    ):
+        run.add_argument(
+            f"--{decision}",
+            dest="rules",
+            action="append",
+            type=rule_option(decision),
+            metavar="RISK:PATTERN",
+            help=f"ACP agents: {what} what matches (e.g. 'shell:git *'); rules apply in the "
+            "order given, after your config's, and the last match wins",
+        )
+    run.add_argument(
+        "--unattended",
+        action="store_true",
+        help="ACP agents: nobody answers questions; whatever the policy would ask is denied "
+        "(the default when stdin is not a terminal)",
     )
 
     rs = sub.add_parser("runs", help="the runs asup has recorded")

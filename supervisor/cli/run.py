@@ -33,6 +33,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from supervisor.approval import Approver
+from supervisor.cli.approve import TerminalApprover
 from supervisor.dispatch import LaunchInfo, RunReport, RunRequest, dispatch_run
 from supervisor.errors import Refusal, SupervisorError
 from supervisor.events import OutcomeStatus, RunEvent, describe, event_to_json
@@ -109,11 +111,22 @@ class LiveView:
 
 def _request(args: Any, env: Mapping[str, str]) -> RunRequest:
     from supervisor.config import config_path, load_config
-    from supervisor.registry import Mode
+    from supervisor.policy import Policy, rule_from_option
+    from supervisor.registry import AGENTS, Mode
     from supervisor.sandbox.profile import NetworkMode
 
     # Defaults from the user's config; the CI gate is checked before any config is read.
     config = None if _ci(env) else load_config(config_path(env=env))
+    options = list(args.rules or ())
+    spec = AGENTS.get(args.agent)
+    if options and spec is not None and spec.transport != "acp":
+        flags = ", ".join(sorted({f"--{d}" for d, _ in options}))
+        raise ValueError(
+            f"{flags} set rules for the permission requests of ACP agents; {args.agent} asks "
+            "none (its permissions follow --write), so leave them out"
+        )
+    run_layer = Policy(rules=tuple(rule_from_option(d, text) for d, text in options))
+    policy = Policy.layered(config.policy if config else Policy(), run_layer)
     endpoint = args.endpoint or (config.endpoint if config else None)
     network = args.network or (
         config.default_network.value if config and config.default_network else None
@@ -129,6 +142,7 @@ def _request(args: Any, env: Mapping[str, str]) -> RunRequest:
         model=args.model,
         max_runtime_s=args.max_runtime,
         max_turns=args.max_turns,
+        policy=policy,
     )
 
 
@@ -137,6 +151,7 @@ async def _run(
     env: Mapping[str, str],
     view: LiveView | None,
     live: Live | None,
+    approver: Approver | None,
 ) -> RunReport:
     cancel = anyio.Event()
 
@@ -173,6 +188,7 @@ async def _run(
                     on_launch=on_launch,
                     cancel=cancel,
                     check_gates=check_run_gates,
+                    approver=approver,
                 )
             finally:
                 tg.cancel_scope.cancel()
@@ -208,14 +224,22 @@ def run_command(args: Any) -> int:
         print(f"asup run: {exc}", file=sys.stderr)
         return 1
     view = None if args.json else LiveView(request.agent)
+    # A person can answer the policy's questions only at a terminal, and not when told not to.
+    attended = not args.unattended and sys.stdin.isatty() and TerminalApprover.available()
     try:
         if view is None:
-            report = anyio.run(_run, request, env, None, None)
+            approver = TerminalApprover(request.agent) if attended else None
+            report = anyio.run(_run, request, env, None, None, approver)
         else:
             # Transient: a refusal before the run leaves no empty panels behind; a run that
             # happened is printed once more, whole, when it ends.
             with Live(view.render(), console=console, refresh_per_second=8, transient=True) as live:
-                report = anyio.run(_run, request, env, view, live)
+                approver = (
+                    TerminalApprover(request.agent, pause=live.stop, resume=live.start)
+                    if attended
+                    else None
+                )
+                report = anyio.run(_run, request, env, view, live, approver)
             outcome = report.outcome
             kind = f" / {outcome.failure_kind.value}" if outcome.failure_kind else ""
             why = f": {outcome.reason}" if outcome.reason else ""

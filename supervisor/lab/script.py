@@ -8,14 +8,17 @@ reasoning, tool calls) plus optional fault injection:
 - ``http_status``: answer with this HTTP status (and an error body in the API's shape) instead of
   a stream; ``repeat`` says for how many consecutive requests (the first N requests fail);
 - ``cut_after_events``: close the connection after this many SSE events were sent;
-- ``stream_error``: send an in-stream error event (e.g. ``overloaded_error``) after the blocks.
+- ``stream_error``: send an in-stream error event (e.g. ``overloaded_error``) after the blocks;
+- ``hold_after_events``: send this many SSE events, then keep the connection open and silent
+  (until the client goes away or the server closes): a model turn that is still running, for
+  cancel and budget tests.
 
 This module is data only: no I/O.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 __all__ = ["Block", "Reply", "Script", "Text", "Thinking", "ToolCall"]
@@ -59,6 +62,7 @@ class Reply:
     cut_after_events: int | None = None
     stream_error: str | None = None
     error_message: str | None = None
+    hold_after_events: int | None = None
 
 
 @dataclass(slots=True)
@@ -73,13 +77,6 @@ class Script:
             return self.fallback
         head = self.replies[0]
         if head.http_status is not None and head.repeat > 1:
-            self.replies[0] = Reply(
-                head.blocks,
-                head.http_status,
-                head.repeat - 1,
-                head.cut_after_events,
-                head.stream_error,
-                head.error_message,
-            )
+            self.replies[0] = replace(head, repeat=head.repeat - 1)
             return head
         return self.replies.pop(0)

@@ -20,7 +20,10 @@ Faults are applied here, the same for every wire:
 - ``cut_after_events``: send that many frames, pause briefly, then end the connection without
   the terminating chunk (FIN, then a reset); on a non-streaming request, no answer at all;
 - ``stream_error``: rendered by the wire inside the stream; on a non-streaming request it
-  becomes an HTTP 500 with ``error_body``.
+  becomes an HTTP 500 with ``error_body``;
+- ``hold_after_events``: send that many frames, then hold the connection open and silent until
+  the client closes it or the server closes (at most :data:`HOLD_MAX_S`); on a non-streaming
+  request, hold before any answer.
 
 **Side lane.** Some requests are not part of the conversation the scenario scripts, and must not
 consume its replies. The rule, derived from what Claude Code 2.1.197 sends (docs/lab.md): a
@@ -41,6 +44,7 @@ import contextlib
 import importlib
 import json
 import re
+import select
 import socket
 import struct
 import sys
@@ -96,6 +100,8 @@ SIDE_REPLY = Reply((Text('{"title": "Lab session"}'),))
 CUT_PAUSE_S = 0.3
 # After a cut, how long to wait for the client to close its end before resetting.
 CUT_DRAIN_S = 2.0
+# The longest a held connection (hold_after_events) stays open.
+HOLD_MAX_S = 300.0
 
 Lane = Literal["main", "side", "none"]
 
@@ -190,6 +196,7 @@ class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
     requests: list[LoggedRequest] = field(default_factory=list)
     main_count: int = 0
+    closing: threading.Event = field(default_factory=threading.Event)
 
     def record(self, entry: LoggedRequest) -> None:
         with self.lock:
@@ -284,8 +291,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         frames = wire.stream_frames(reply, request, entry.n)
         cut = reply.cut_after_events
+        hold = reply.hold_after_events
         if cut is not None:
             entry.fault = f"cut_after_events={cut}"
+        elif hold is not None:
+            entry.fault = f"hold_after_events={hold}"
         elif reply.stream_error is not None:
             entry.fault = f"stream_error={reply.stream_error}"
         self.state.record(entry)
@@ -297,6 +307,9 @@ class _Handler(BaseHTTPRequestHandler):
         for i, frame in enumerate(frames):
             if cut is not None and i >= cut:
                 self._reset_connection()
+                return
+            if hold is not None and i >= hold:
+                self._hold()
                 return
             self._write_chunk(frame)
         if cut is not None:
@@ -312,6 +325,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.state.record(entry)
             self._reset_connection()
             return
+        if reply.hold_after_events is not None:
+            entry.fault = f"hold_after_events={reply.hold_after_events}"
+            self.state.record(entry)
+            self._hold()
+            return
         if reply.stream_error is not None:
             entry.status = 500
             entry.fault = f"stream_error={reply.stream_error}"
@@ -325,6 +343,24 @@ class _Handler(BaseHTTPRequestHandler):
     def _write_chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
+
+    def _hold(self) -> None:
+        """Keep the connection open and silent until the client closes it (a read sees EOF or
+        an error), the server closes, or :data:`HOLD_MAX_S` passes; then drop it."""
+        self.wfile.flush()
+        sock = self.connection
+        self.close_connection = True
+        deadline = time.monotonic() + HOLD_MAX_S
+        while time.monotonic() < deadline and not self.state.closing.is_set():
+            readable, _, _ = select.select([sock], [], [], 0.1)
+            if readable:
+                try:
+                    if not sock.recv(65536):
+                        break
+                except OSError:
+                    break
+        with contextlib.suppress(OSError):
+            sock.close()
 
     def _reset_connection(self) -> None:
         """End the response abruptly: no terminating chunk. After a pause (:data:`CUT_PAUSE_S`)
@@ -392,6 +428,7 @@ class FakeModelServer:
         return self
 
     def close(self) -> None:
+        self._state.closing.set()  # held connections let go
         if self._thread is not None:
             self._httpd.shutdown()
             self._thread.join()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -442,3 +443,45 @@ def test_cwd_placeholder_is_bound_from_the_request() -> None:
     assert isinstance(block, ToolCall)
     assert block.input == {"file_path": "/tmp/wt/checkout/NEW.md", "content": "x"}
     assert bind_cwd(reply, "{}") == reply  # no working directory named: left as it is
+
+
+def _hold_read(port: int, payload: dict[str, Any], wait_s: float) -> tuple[bytes, bool]:
+    """Post, read for ``wait_s``: (what arrived, whether the server ended the response)."""
+    body = json.dumps(payload).encode()
+    head = (
+        f"POST /v1/messages HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n\r\n"
+    ).encode()
+    received = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=wait_s) as sock:
+        sock.sendall(head + body)
+        try:
+            while chunk := sock.recv(65536):
+                received += chunk
+        except TimeoutError:
+            return received, False
+    return received, True
+
+
+def test_hold_sends_k_frames_then_stays_open_and_silent() -> None:
+    reply = Reply((Text("Thinking about it for a long while."),), hold_after_events=3)
+    with FakeModelServer(Script([reply])) as server:
+        raw, ended = _hold_read(server.port, REQUEST, wait_s=1.5)
+        logged = server.requests[0]
+    assert not ended  # still open after 1.5 s
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    data, complete = unchunk(body)
+    assert not complete
+    assert len(sse_events(data)) == 3
+    assert logged.fault == "hold_after_events=3"
+
+
+def test_a_held_connection_lets_go_when_the_client_leaves_or_the_server_closes() -> None:
+    reply = Reply((Text("x"),), hold_after_events=1)
+    with FakeModelServer(Script([reply, reply])) as server:
+        _hold_read(server.port, REQUEST, wait_s=0.3)  # the client leaves
+        started = time.monotonic()
+        _hold_read(server.port, REQUEST, wait_s=0.3)
+    # closing the server did not wait for the held handlers (HOLD_MAX_S is minutes)
+    assert time.monotonic() - started < 5

@@ -17,6 +17,8 @@ setup: $(BIN)/asup
 vendor: setup
 	bash scripts/install-vendors.sh
 	bash scripts/install-acp-vendors.sh
+	bash scripts/install-gemini.sh
+	bash scripts/install-opencode.sh
 
 demo: vendor
 	$(BIN)/python -m supervisor.lab.demo

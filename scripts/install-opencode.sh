@@ -12,5 +12,15 @@ if [ "$have" = "$want" ] && [ -x node_modules/.bin/opencode ]; then
   exit 0
 fi
 echo "installing pinned opencode $want" >&2
-npm ci --no-audit --no-fund --loglevel=error >&2
+# Not `npm ci`: npm 11 refuses this lockfile as "out of sync" because it lists only the linux
+# platform packages (opencode-ai names twelve optional per-platform binaries; the registry
+# resolution recorded only the ones for this platform). `npm install --no-save` installs the
+# locked versions with the locked integrity hashes and leaves package.json and the lock as
+# they are; the version check below holds it to the pin.
+npm install --no-save --no-audit --no-fund --loglevel=error >&2
+have=$(node -p "require('./node_modules/$pkg/package.json').version")
+if [ "$have" != "$want" ]; then
+  echo "installed opencode $have, but the lockfile pins $want" >&2
+  exit 1
+fi
 test -x node_modules/.bin/opencode

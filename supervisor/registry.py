@@ -143,6 +143,38 @@ AGENTS: dict[str, AgentSpec] = {
         signing_key="OPENAI_API_KEY",
         base_url_env=None,
     ),
+    # gemini and opencode have a --version, but it is read from their npm package like the
+    # others (nothing runs). No GEMINI_ / OPENCODE_ prefix is passed from the host: both
+    # families hold switches that would undo the recipe (GEMINI_MODEL=auto brings back the
+    # router request, GEMINI_CLI_APPROVAL_MODE, GEMINI_CLI_SYSTEM_SETTINGS_PATH;
+    # OPENCODE_PERMISSION, OPENCODE_CONFIG_CONTENT, OPENCODE_CONFIG_DIR) and markers a running
+    # gemini sets on its children (GEMINI_CLI, GEMINI_CLI_IDE_*). The recipe sets what it needs.
+    "gemini-acp": AgentSpec(
+        id="gemini-acp",
+        display_name="Gemini CLI (ACP)",
+        binary="gemini",
+        version_regex=r"^(?P<v>\d+\.\d+\.\d+)$",
+        recorded_range=VersionRange(min="0.61.0", max="0.61.0"),
+        modes=(Mode.READ_ONLY, Mode.WORKTREE_WRITE),
+        write_needs_recorded_version=True,
+        transport="acp",
+        env_prefixes=("GOOGLE_GEMINI_",),
+        signing_key="GEMINI_API_KEY",
+        base_url_env="GOOGLE_GEMINI_BASE_URL",
+    ),
+    "opencode-acp": AgentSpec(
+        id="opencode-acp",
+        display_name="opencode (ACP)",
+        binary="opencode",
+        version_regex=r"^(?P<v>\d+\.\d+\.\d+)$",
+        recorded_range=VersionRange(min="1.18.33", max="1.18.33"),
+        modes=(Mode.READ_ONLY, Mode.WORKTREE_WRITE),
+        write_needs_recorded_version=True,
+        transport="acp",
+        env_prefixes=(),
+        signing_key="OPENAI_API_KEY",
+        base_url_env=None,
+    ),
 }
 
 

@@ -315,7 +315,7 @@ def test_recipes_refuse_what_they_cannot_do() -> None:
 
 def test_acp_agents_are_registered() -> None:
     acp_ids = sorted(a.id for a in AGENTS.values() if a.transport == "acp")
-    assert acp_ids == ["claude-acp", "codex-acp"]
+    assert acp_ids == ["claude-acp", "codex-acp", "gemini-acp", "opencode-acp"]
 
 
 def test_probe_reads_the_npm_package_version(tmp_path: Path) -> None:

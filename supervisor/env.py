@@ -8,7 +8,9 @@ record of every host variable that was left out and why (names only, never value
    programs out of the worktree, which the agent controls); ``/usr/local/bin:/usr/bin:/bin`` when
    nothing usable is left.
 2. Per-run ``HOME`` and ``TMPDIR`` from the caller, and ``XDG_CONFIG_HOME``, ``XDG_CACHE_HOME``,
-   ``XDG_DATA_HOME``, ``XDG_STATE_HOME`` under that ``HOME``.
+   ``XDG_DATA_HOME``, ``XDG_STATE_HOME`` under that ``HOME``; the per-run ``TMPDIR`` also in
+   each variable the agent's record names in ``tmpdir_env`` (Claude Code's
+   ``CLAUDE_CODE_TMPDIR``: its Bash tool ignores ``TMPDIR`` and the sandbox has no ``/tmp``).
 3. Identity: ``USER``, ``LOGNAME`` and ``SHELL`` (only an absolute ``SHELL``; agents run their
    shell tool with it).
 4. Locale and terminal: ``LANG``, ``LANGUAGE``, the ``LC_*`` categories, ``TZ``, ``TERM``.
@@ -313,6 +315,7 @@ def build_child_env(
         if not posixpath.isabs(path):
             raise ValueError(f"{what} must be an absolute path")
     per_run = {"HOME": home, "TMPDIR": tmpdir}
+    per_run |= dict.fromkeys(agent.tmpdir_env, tmpdir)
     per_run |= {name: posixpath.join(home, sub) for name, sub in XDG_SUBDIRS.items()}
     _check_extra(extra, reserved=set(per_run) | {depth_var})
     depth = host_depth(host_env, depth_var)

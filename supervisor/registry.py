@@ -78,6 +78,11 @@ class AgentSpec(BaseModel):
     base_url_env: str | None = Field(
         default=None, description="Variable that points the CLI at another model endpoint."
     )
+    tmpdir_env: tuple[str, ...] = Field(
+        default=(),
+        description="Variables the CLI reads instead of TMPDIR for its scratch files; the "
+        "child gets the per-run TMPDIR in each (the sandbox has no /tmp).",
+    )
     write_needs_recorded_version: bool = Field(
         default=False,
         description="Refuse a worktree-write run unless the installed version is inside "
@@ -102,6 +107,8 @@ AGENTS: dict[str, AgentSpec] = {
         env_prefixes=("ANTHROPIC_", "CLAUDE_CODE_", "DISABLE_"),
         signing_key="ANTHROPIC_API_KEY",
         base_url_env="ANTHROPIC_BASE_URL",
+        # its Bash tool makes CLAUDE_CODE_TMPDIR (else /tmp) /claude-<uid>
+        tmpdir_env=("CLAUDE_CODE_TMPDIR",),
     ),
     "codex-cli": AgentSpec(
         id="codex-cli",
@@ -129,6 +136,8 @@ AGENTS: dict[str, AgentSpec] = {
         env_prefixes=("ANTHROPIC_", "CLAUDE_CODE_", "DISABLE_"),
         signing_key="ANTHROPIC_API_KEY",
         base_url_env="ANTHROPIC_BASE_URL",
+        # its Bash tool makes CLAUDE_CODE_TMPDIR (else /tmp) /claude-<uid>
+        tmpdir_env=("CLAUDE_CODE_TMPDIR",),
     ),
     "codex-acp": AgentSpec(
         id="codex-acp",

@@ -175,6 +175,8 @@ def test_one_host_variable(agent: AgentSpec, name: str, value: str, expected: st
             name in child.vars
         ):
             assert child.vars[name] != value  # replaced by the per-run value or the new depth
+        elif name in agent.tmpdir_env:
+            assert child.vars[name] == TMPDIR  # the host's dropped, the per-run one given
         else:
             assert name not in child.vars
 
@@ -191,7 +193,7 @@ def test_whole_table_at_once(agent: AgentSpec) -> None:
         "XDG_DATA_HOME",
         "XDG_STATE_HOME",
     }
-    assert set(child.vars) == passed | per_run
+    assert set(child.vars) == passed | per_run | set(agent.tmpdir_env)
     assert child.dropped_names() == {n: e for (n, _), e in rows.items() if e != PASS}
 
 
@@ -210,6 +212,7 @@ def test_empty_host_gives_exactly_the_fixed_names() -> None:
     assert child.names() == sorted(
         [
             "ASUP_DEPTH",
+            "CLAUDE_CODE_TMPDIR",  # claude-cli's tmpdir_env: the per-run TMPDIR
             "HOME",
             "PATH",
             "TMPDIR",
@@ -244,7 +247,9 @@ def test_every_listed_marker_is_dropped_even_under_a_passing_prefix() -> None:
     host = dict.fromkeys(HARNESS_MARKERS, "1")
     for agent in (CLAUDE, CODEX):
         child = _build(host, agent)
-        assert set(child.vars).isdisjoint(HARNESS_MARKERS)
+        # none passes; an agent's own tmpdir variable is given the per-run TMPDIR instead
+        assert set(child.vars) & HARNESS_MARKERS == set(agent.tmpdir_env)
+        assert all(child.vars[name] == TMPDIR for name in agent.tmpdir_env)
         assert set(child.dropped_names().values()) == {DropReason.HARNESS_MARKER}
 
 
@@ -396,3 +401,9 @@ def test_all_lists_every_public_name() -> None:
     public = {n for n in public if not n.startswith("_")}
     assert len(set(env_module.__all__)) == len(env_module.__all__)
     assert set(env_module.__all__) == public
+
+
+def test_an_agents_own_tmpdir_variables_get_the_per_run_tmpdir() -> None:
+    child = _build({"PATH": "/usr/bin"}, CLAUDE)
+    assert child.vars["CLAUDE_CODE_TMPDIR"] == TMPDIR
+    assert "CLAUDE_CODE_TMPDIR" not in _build({"PATH": "/usr/bin"}, CODEX).vars

@@ -1,0 +1,316 @@
+"""ACP runs with a person in the loop, end to end: `asup run` on a real pseudo-terminal (its
+controlling terminal, as at a desk) puts the policy's question to the person, who answers
+allow or deny; `--unattended` on the same terminal asks nobody and denies; and a run canceled
+mid-turn (SIGINT while the model is still answering) sends `session/cancel`, ends `canceled`
+and leaves nothing behind. Real bubblewrap, the pinned agents, the fake model server reached
+only through the restricted network's forward. Skipped only when a vendor binary is absent.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from supervisor.lab.script import Reply, Script, Text, ToolCall
+from supervisor.lab.server import FakeModelServer
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+VENDOR = ROOT / "vendor"
+BIN_DIRS = [
+    VENDOR / "acp" / "node_modules" / ".bin",
+    VENDOR / "gemini" / "node_modules" / ".bin",
+    VENDOR / "opencode" / "node_modules" / ".bin",
+]
+ASUP = [sys.executable, "-m", "supervisor.cli.main"]
+BINARY = {"claude-acp": "claude-agent-acp", "codex-acp": "codex-acp"}
+MODEL = {"claude-acp": "claude-sonnet-4-5", "codex-acp": "gpt-5.3-codex"}
+TIMEOUT_S = 180.0
+QUESTION = b"(y = allow once, n = deny, Enter = deny): "
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(repo.parent),
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "user",
+        "GIT_AUTHOR_EMAIL": "user@example.invalid",
+        "GIT_COMMITTER_NAME": "user",
+        "GIT_COMMITTER_EMAIL": "user@example.invalid",
+    }
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def need(agent: str) -> None:
+    binary = BINARY[agent]
+    if not any((d / binary).exists() for d in BIN_DIRS):
+        pytest.skip(f"{binary} is not installed (run `make vendor`)")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "project"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "README.md").write_text("# project\n\nThe answer is 42.\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "init")
+    return repo
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "userhome").mkdir()
+    env = {
+        "PATH": ":".join([*map(str, BIN_DIRS), "/usr/local/bin:/usr/bin:/bin"]),
+        "HOME": str(tmp_path / "userhome"),
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "ANTHROPIC_API_KEY": "dummy-anthropic-key",
+        "OPENAI_API_KEY": "dummy-openai-key",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "PYTHONPATH": str(ROOT),
+    }
+    done = subprocess.run([*ASUP, "config", "enable"], env=env, capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr
+    return env
+
+
+def _take_terminal() -> None:
+    """In the child: a new session whose controlling terminal is the pty on stdin."""
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def _read_until(fd: int, needle: bytes, out: bytearray, deadline: float) -> bool:
+    """Read the pty's master into ``out`` until ``needle`` came (True) or the child closed
+    every slave end (False)."""
+    while needle not in out:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {needle!r} within {TIMEOUT_S} s; got {bytes(out)[-3000:]!r}"
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: every slave end is closed
+            return False
+        if not chunk:
+            return False
+        out.extend(chunk)
+    return True
+
+
+def _events(out: bytes) -> list[dict[str, Any]]:
+    lines = out.decode("utf-8", "replace").replace("\r\n", "\n").split("\n")
+    evs: list[dict[str, Any]] = []
+    for line in lines:
+        start = line.find('{"type"')
+        if start >= 0:
+            evs.append(json.loads(line[start:]))
+    return evs
+
+
+def _run_on_pty(
+    env: dict[str, str],
+    repo: Path,
+    agent: str,
+    replies: list[Reply],
+    answer: bytes | None,
+    *extra: str,
+) -> tuple[int, list[dict[str, Any]], str, FakeModelServer]:
+    """`asup run --json` with the pty as stdin, stdout, stderr and controlling terminal. With
+    ``answer``, wait for the question and type it; else expect none."""
+    master, slave = os.openpty()
+    with FakeModelServer(Script(list(replies))) as server:
+        proc = subprocess.Popen(
+            [
+                *ASUP,
+                *("run", agent, "--task", "Do the thing.", "--json"),
+                *("--endpoint", server.base_url, "--model", MODEL[agent]),
+                *("--max-runtime", "150", *extra),
+            ],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=repo,
+            env=env,
+            preexec_fn=_take_terminal,  # noqa: PLW1509 - the child needs its own terminal
+        )
+        os.close(slave)
+        out = bytearray()
+        deadline = time.monotonic() + TIMEOUT_S
+        try:
+            if answer is not None:
+                asked = _read_until(master, QUESTION, out, deadline)
+                assert asked, bytes(out)[-3000:]
+                os.write(master, answer + b"\n")
+            _read_until(master, b"\x00never", out, deadline)
+            code = proc.wait(timeout=TIMEOUT_S)
+        finally:
+            os.close(master)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    text = bytes(out).decode("utf-8", "replace")
+    return code, _events(bytes(out)), text, server
+
+
+def _finished(evs: list[dict[str, Any]], text: str) -> dict[str, Any]:
+    assert evs, text[-3000:]
+    assert evs[-1]["type"] == "run.finished", text[-3000:]
+    outcome: dict[str, Any] = evs[-1]["outcome"]
+    return outcome
+
+
+COMMAND = "echo approved > OUT.txt"
+SHELL_REPLIES = [
+    Reply((ToolCall("Bash", {"command": COMMAND, "description": "Write OUT.txt"}),)),
+    Reply((Text("Finished."),)),
+]
+
+
+def test_the_person_allows_a_command_and_it_runs(repo: Path, env: dict[str, str]) -> None:
+    need("claude-acp")
+    code, evs, text, _ = _run_on_pty(env, repo, "claude-acp", SHELL_REPLIES, b"2", "--write")
+    assert _finished(evs, text)["status"] == "completed", text[-3000:]
+    assert code == 0
+    # the question named the action and showed the agent's own options
+    assert f"shell '{COMMAND}' by agent 'claude-acp'" in text
+    assert "Always Allow (asup allows this one action only)" in text
+    decided = [e for e in evs if e["type"] == "warning" and e.get("code") == "policy_allow"]
+    assert any("allowed once by the person" in e["message"] for e in decided), evs
+    staged = [e for e in evs if e["type"] == "review.staged"]
+    assert len(staged) == 1, text[-3000:]
+    assert not (repo / "OUT.txt").exists()  # in the worktree's change only, kept for review
+    review = subprocess.run(
+        [*ASUP, "review", staged[0]["run_id"], "--json"],
+        env=env,
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "OUT.txt" in review.stdout
+    assert "approved" in review.stdout
+
+
+def test_the_person_denies_a_command_and_it_never_runs(repo: Path, env: dict[str, str]) -> None:
+    need("claude-acp")
+    code, evs, text, _ = _run_on_pty(env, repo, "claude-acp", SHELL_REPLIES, b"n", "--write")
+    assert _finished(evs, text)["status"] == "completed", text[-3000:]
+    assert code == 0
+    assert any(
+        e["type"] == "warning"
+        and e.get("code") == "policy_deny"
+        and "denied by the person" in e["message"]
+        for e in evs
+    ), evs
+    assert [e for e in evs if e["type"] == "permission.denied"], evs
+    assert not [e for e in evs if e["type"] == "review.staged"]  # nothing changed
+
+
+def test_unattended_on_a_terminal_asks_nobody_and_denies(repo: Path, env: dict[str, str]) -> None:
+    need("claude-acp")
+    code, evs, text, _ = _run_on_pty(
+        env, repo, "claude-acp", SHELL_REPLIES, None, "--write", "--unattended"
+    )
+    assert _finished(evs, text)["status"] == "completed", text[-3000:]
+    assert code == 0
+    assert QUESTION not in text.encode()
+    assert any(
+        e["type"] == "warning"
+        and e.get("code") == "policy_deny"
+        and "no one can answer" in e["message"]
+        for e in evs
+    ), evs
+    assert not [e for e in evs if e["type"] == "review.staged"]
+
+
+def test_a_run_option_allows_without_asking(repo: Path, env: dict[str, str]) -> None:
+    need("claude-acp")
+    code, evs, text, _ = _run_on_pty(
+        env, repo, "claude-acp", SHELL_REPLIES, None, "--write", "--allow", "shell:echo *"
+    )
+    assert _finished(evs, text)["status"] == "completed", text[-3000:]
+    assert code == 0
+    assert QUESTION not in text.encode()
+    assert len([e for e in evs if e["type"] == "review.staged"]) == 1, text[-3000:]
+
+
+# -- cancel mid-turn --------------------------------------------------------------------------
+
+
+def _run_processes(marker: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        if any(marker in part for part in cmdline):
+            found.append(proc)
+    return found
+
+
+@pytest.mark.parametrize("agent", ["claude-acp", "codex-acp"])
+def test_cancel_mid_turn(agent: str, repo: Path, env: dict[str, str], tmp_path: Path) -> None:
+    need(agent)
+    held = Reply((Text("Working on it, this takes a while. " * 5),), hold_after_events=3)
+    with FakeModelServer(Script([held])) as server:
+        proc = subprocess.Popen(
+            [
+                *ASUP,
+                *("run", agent, "--task", "Think for a long time.", "--json"),
+                *("--endpoint", server.base_url, "--model", MODEL[agent]),
+                *("--max-runtime", "150"),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=repo,
+            env=env,
+            text=True,
+        )
+        deadline = time.monotonic() + 90
+        while not any(r.fault and r.fault.startswith("hold") for r in server.requests):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the agent never reached the model"
+            time.sleep(0.1)
+        time.sleep(1.0)  # the agent is mid-turn: the model's answer is half sent
+        state = tmp_path / "state"
+        worktrees = [p for p in state.rglob("worktrees/*") if p.is_dir()] if state.exists() else []
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr[-3000:]
+    evs = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    outcome = evs[-1]["outcome"]
+    assert outcome["status"] == "canceled", (evs[-5:], stderr[-3000:])
+    files = list(state.rglob("stdout.jsonl"))
+    assert len(files) == 1
+    sent = [json.loads(line) for line in files[0].read_text().splitlines()]
+    methods = [m["message"].get("method") for m in sent if m["direction"] == "out"]
+    assert "session/cancel" in methods, methods
+    # nothing is left: no process of the run, no worktree
+    time.sleep(0.5)
+    for wt in worktrees:
+        assert not wt.exists()
+        assert not _run_processes(str(wt)), [p.info for p in _run_processes(str(wt))]
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1

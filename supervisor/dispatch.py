@@ -63,7 +63,7 @@ from supervisor.launch import endpoint_host, plan_launch
 from supervisor.policy import Policy
 from supervisor.probe import ProbeState, probe_agent
 from supervisor.process import ChildResult, run_child
-from supervisor.prompt import compose_prompt
+from supervisor.prompt import compose_prompt, redact_dirty
 from supervisor.redact import redact_patch
 from supervisor.registry import AgentSpec, Mode, get_agent
 from supervisor.review import DEFAULT_LIMIT_BYTES, capture, stage_review
@@ -295,7 +295,7 @@ async def dispatch_run(
             code="write_version_unverified",
         )
     repo = open_repository(request.repo)
-    dirty = dirty_diff(repo)
+    dirty, secrets = redact_dirty(dirty_diff(repo))
     prompt = compose_prompt(
         directive=DIRECTIVE,
         task=request.task,
@@ -340,6 +340,17 @@ async def dispatch_run(
         emit(RunStarted(seq(), agent.id, record.id))
         if probe.warning:
             emit(WarningRaised(seq(), probe.warning, "version_out_of_range"))
+        if secrets:
+            rules = ", ".join(sorted({finding.rule for _, finding in secrets}))
+            where = ", ".join(sorted({path for path, _ in secrets}))
+            emit(
+                WarningRaised(
+                    seq(),
+                    f"{len(secrets)} secret(s) in your uncommitted changes were redacted from "
+                    f"the prompt ({rules}; in {where})",
+                    "prompt_redacted",
+                )
+            )
         if prompt.diff_cut:
             emit(
                 WarningRaised(

@@ -25,6 +25,12 @@ the shortest diff section do not fit, :func:`compose_prompt` raises :class:`Prom
 :class:`DirtyDiff` is the value :func:`supervisor.worktree.dirty_diff` reads from the user's
 repository; it is defined here so this module needs nothing that does I/O.
 
+The diff goes to the vendor's model API, so it is secret-redacted first
+(:func:`redact_dirty`, the same scanner as a review's patch): every added line of every text
+file's patch — the user's uncommitted work, untracked files included — with each finding
+replaced by ``[REDACTED:<rule>]``. Context and removed lines are left as they are: they are the
+base commit's, which the agent reads in its worktree anyway.
+
 Errors (the tree is in :mod:`supervisor.errors`)::
 
     SupervisorError
@@ -35,10 +41,11 @@ Errors (the tree is in :mod:`supervisor.errors`)::
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from supervisor.errors import Refusal
+from supervisor.redact import Finding, redact_patch
 
 __all__ = [
     "ChangeKind",
@@ -47,6 +54,7 @@ __all__ = [
     "FileDiff",
     "PromptTooLarge",
     "compose_prompt",
+    "redact_dirty",
 ]
 
 
@@ -95,6 +103,21 @@ class DirtyDiff:
     @property
     def is_clean(self) -> bool:
         return not self.files
+
+
+def redact_dirty(dirty: DirtyDiff) -> tuple[DirtyDiff, tuple[tuple[str, Finding], ...]]:
+    """``dirty`` with the secrets on the added lines of each text file's patch redacted, and
+    what was found, per path. A binary file's patch (only that it differs) is kept as is."""
+    files: list[FileDiff] = []
+    found: list[tuple[str, Finding]] = []
+    for f in dirty.files:
+        if f.binary:
+            files.append(f)
+            continue
+        redaction = redact_patch(f.patch)
+        files.append(replace(f, patch=redaction.patch) if redaction.flagged else f)
+        found.extend((f.path, finding) for finding in redaction.findings)
+    return DirtyDiff(dirty.base_commit, tuple(files)), tuple(found)
 
 
 @dataclass(frozen=True, slots=True)

@@ -307,3 +307,34 @@ def test_sigterm_cancels_cleanly(repo: Path, enabled_env: dict[str, str], tmp_pa
     assert evs[-1]["outcome"]["status"] == "canceled"
     assert list((tmp_path / "state" / "agent-supervisor" / "worktrees").iterdir()) == []
     assert snapshot(repo) == before
+
+
+PLANTED = "ghp_" + "Zq8Lm3Nx7Vb2Kc9Wd4Rt6Yp1Hs5Gf0Ja3Eu8"  # GitHub-token shaped, not a real one
+
+
+def test_a_secret_in_the_users_uncommitted_work_never_reaches_the_model(
+    repo: Path, enabled_env: dict[str, str], tmp_path: Path
+) -> None:
+    if not (VENDOR_BIN / "claude").exists():
+        pytest.skip(f"claude is not installed under {VENDOR_BIN} (run make vendor)")
+    (repo / ".env.local").write_text(f"GITHUB_TOKEN={PLANTED}\nDEBUG=1\n")  # untracked
+    with FakeModelServer(Script([Reply((Text("Noted."),))])) as server:
+        done = asup(
+            enabled_env,
+            *("run", "claude-cli", "--task", "Summarise my changes.", "--json"),
+            *("--endpoint", server.base_url, "--model", MODEL["claude-cli"]),
+            *("--max-runtime", "120"),
+            cwd=repo,
+        )
+        bodies = json.dumps([r.body for r in server.requests])
+    evs = events(done.stdout)
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    assert PLANTED not in bodies
+    assert "+GITHUB_TOKEN=[REDACTED:" in bodies  # the line itself still travels, redacted
+    assert "print('hi there')" in bodies  # the rest of the diff is whole
+    warned = [e for e in evs if e["type"] == "warning" and e.get("code") == "prompt_redacted"]
+    assert len(warned) == 1, evs
+    assert ".env.local" in warned[0]["message"]
+    assert PLANTED not in done.stdout
+    recorded = b"".join(p.read_bytes() for p in (tmp_path / "state").rglob("*") if p.is_file())
+    assert PLANTED.encode() not in recorded

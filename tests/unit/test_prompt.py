@@ -16,6 +16,7 @@ from supervisor.prompt import (
     FileDiff,
     PromptTooLarge,
     compose_prompt,
+    redact_dirty,
 )
 
 BASE = "0123456789abcdef0123456789abcdef01234567"
@@ -215,3 +216,39 @@ def test_never_over_budget_and_the_task_is_always_whole(
     assert got.diff_cut == (kept != d.text)
     assert got.omitted_bytes == size(d.text) - size(kept)
     assert ("cut to fit" in got.text) == got.diff_cut
+
+
+# -- the diff's secrets never reach the model ------------------------------------------------
+
+FAKE_KEY = "ghp_" + "Ab3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6"  # shaped like a GitHub token, not one
+
+
+def test_redact_dirty_redacts_added_lines_and_names_each_finding() -> None:
+    secret = FileDiff(
+        path="config/.env",
+        kind=ChangeKind.UNTRACKED,
+        binary=False,
+        patch=(
+            "diff --git a/config/.env b/config/.env\nnew file mode 100644\n--- /dev/null\n"
+            f"+++ b/config/.env\n@@ -0,0 +1,2 @@\n+GITHUB_TOKEN={FAKE_KEY}\n+DEBUG=1\n"
+        ),
+    )
+    plain = patch("src/app.py", "print('hello')")
+    binary = FileDiff(path="logo.png", kind=ChangeKind.ADDED, binary=True, patch="Binary differs\n")
+    redacted, found = redact_dirty(dirty(secret, plain, binary))
+    assert FAKE_KEY not in redacted.text
+    assert "+GITHUB_TOKEN=[REDACTED:" in redacted.text
+    assert "+DEBUG=1\n" in redacted.text
+    assert redacted.files[1] == plain
+    assert redacted.files[2] == binary
+    assert redacted.base_commit == BASE
+    assert [path for path, _ in found] == ["config/.env"]
+    prompt = compose_prompt(directive="d", task="t", dirty=redacted, budget_bytes=10_000)
+    assert FAKE_KEY not in prompt.text
+
+
+def test_redact_dirty_leaves_a_clean_diff_as_it_is() -> None:
+    clean = dirty(patch("a.py", "x = 1"))
+    redacted, found = redact_dirty(clean)
+    assert redacted == clean
+    assert found == ()

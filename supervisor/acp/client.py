@@ -571,6 +571,16 @@ async def run_acp_agent(
             if error is None:
                 stop_reason = str(talk.result().stop_reason)
                 outcome = outcome_for_stop_reason(stop_reason)
+                denied = [d for d in client.decisions if not d.allowed]
+                if stop_reason == "cancelled" and denied:
+                    # asup did not cancel (that is handled above): the agent ended its turn
+                    # because a request was refused (codex's "abort" option does this)
+                    outcome = Outcome(
+                        OutcomeStatus.DENIED,
+                        None,
+                        "the agent ended its turn when asup refused "
+                        f"{denied[-1].action.describe()}",
+                    )
             else:
                 outcome = _error_outcome(last_error[-1] if last_error else None, error)
     finally:

@@ -36,8 +36,21 @@ BIN_DIRS = [
     VENDOR / "opencode" / "node_modules" / ".bin",
 ]
 ASUP = [sys.executable, "-m", "supervisor.cli.main"]
-BINARY = {"claude-acp": "claude-agent-acp", "codex-acp": "codex-acp"}
-MODEL = {"claude-acp": "claude-sonnet-4-5", "codex-acp": "gpt-5.3-codex"}
+BINARY = {
+    "claude-acp": "claude-agent-acp",
+    "codex-acp": "codex-acp",
+    "gemini-acp": "gemini",
+    "opencode-acp": "opencode",
+}
+# gemini runs the model its recipe pins; opencode gets a model name outside the GPT-5 family
+# (to that family it offers apply_patch instead of write/edit)
+MODEL: dict[str, tuple[str, ...]] = {
+    "claude-acp": ("--model", "claude-sonnet-4-5"),
+    "codex-acp": ("--model", "gpt-5.3-codex"),
+    "gemini-acp": (),
+    "opencode-acp": ("--model", "lab-model"),
+}
+AGENTS = sorted(BINARY)
 TIMEOUT_S = 180.0
 QUESTION = b"(y = allow once, n = deny, Enter = deny): "
 
@@ -88,6 +101,7 @@ def env(tmp_path: Path) -> dict[str, str]:
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
         "ANTHROPIC_API_KEY": "dummy-anthropic-key",
         "OPENAI_API_KEY": "dummy-openai-key",
+        "GEMINI_API_KEY": "dummy-gemini-key",
         "GIT_CONFIG_GLOBAL": os.devnull,
         "PYTHONPATH": str(ROOT),
     }
@@ -147,7 +161,7 @@ def _run_on_pty(
             [
                 *ASUP,
                 *("run", agent, "--task", "Do the thing.", "--json"),
-                *("--endpoint", server.base_url, "--model", MODEL[agent]),
+                *("--endpoint", server.base_url, *MODEL[agent]),
                 *("--max-runtime", "150", *extra),
             ],
             stdin=slave,
@@ -184,22 +198,43 @@ def _finished(evs: list[dict[str, Any]], text: str) -> dict[str, Any]:
 
 
 COMMAND = "echo approved > OUT.txt"
-SHELL_REPLIES = [
-    Reply((ToolCall("Bash", {"command": COMMAND, "description": "Write OUT.txt"}),)),
-    Reply((Text("Finished."),)),
-]
 
 
-def test_the_person_allows_a_command_and_it_runs(repo: Path, env: dict[str, str]) -> None:
-    need("claude-acp")
-    code, evs, text, _ = _run_on_pty(env, repo, "claude-acp", SHELL_REPLIES, b"2", "--write")
+def shell_replies(agent: str) -> list[Reply]:
+    """The model asks the agent's own shell tool to run COMMAND, then says it is done."""
+    call = {
+        "claude-acp": ToolCall("Bash", {"command": COMMAND, "description": "Write OUT.txt"}),
+        "codex-acp": ToolCall("exec_command", {"cmd": COMMAND}),
+        "gemini-acp": ToolCall(
+            "run_shell_command", {"command": COMMAND, "description": "Write OUT.txt"}
+        ),
+        "opencode-acp": ToolCall("bash", {"command": COMMAND, "description": "Write OUT.txt"}),
+    }[agent]
+    return [Reply((call,)), Reply((Text("Finished."),))]
+
+
+# A refusal ends codex's turn ("abort" is its only rejecting option): the run is denied, exit
+# 4. The other agents carry on and finish their turn.
+REFUSED = {"codex-acp": ("denied", 4)}
+
+
+def _decisions(evs: list[dict[str, Any]], code: str) -> list[str]:
+    return [e["message"] for e in evs if e["type"] == "warning" and e.get("code") == code]
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_the_person_allows_a_command_and_it_runs(
+    agent: str, repo: Path, env: dict[str, str]
+) -> None:
+    need(agent)
+    code, evs, text, _ = _run_on_pty(env, repo, agent, shell_replies(agent), b"y", "--write")
     assert _finished(evs, text)["status"] == "completed", text[-3000:]
     assert code == 0
-    # the question named the action and showed the agent's own options
-    assert f"shell '{COMMAND}' by agent 'claude-acp'" in text
-    assert "Always Allow (asup allows this one action only)" in text
-    decided = [e for e in evs if e["type"] == "warning" and e.get("code") == "policy_allow"]
-    assert any("allowed once by the person" in e["message"] for e in decided), evs
+    # the question named the command (codex's as the whole argv it runs: bash -lc …) and
+    # showed the agent's own options
+    assert f"{COMMAND}' by agent '{agent}'" in text, text[-3000:]
+    assert "  1  " in text
+    assert any("allowed once by the person" in m for m in _decisions(evs, "policy_allow")), evs
     staged = [e for e in evs if e["type"] == "review.staged"]
     assert len(staged) == 1, text[-3000:]
     assert not (repo / "OUT.txt").exists()  # in the worktree's change only, kept for review
@@ -215,42 +250,45 @@ def test_the_person_allows_a_command_and_it_runs(repo: Path, env: dict[str, str]
     assert "approved" in review.stdout
 
 
-def test_the_person_denies_a_command_and_it_never_runs(repo: Path, env: dict[str, str]) -> None:
-    need("claude-acp")
-    code, evs, text, _ = _run_on_pty(env, repo, "claude-acp", SHELL_REPLIES, b"n", "--write")
-    assert _finished(evs, text)["status"] == "completed", text[-3000:]
-    assert code == 0
-    assert any(
-        e["type"] == "warning"
-        and e.get("code") == "policy_deny"
-        and "denied by the person" in e["message"]
-        for e in evs
-    ), evs
+@pytest.mark.parametrize("agent", AGENTS)
+def test_the_person_denies_a_command_and_it_never_runs(
+    agent: str, repo: Path, env: dict[str, str]
+) -> None:
+    need(agent)
+    code, evs, text, _ = _run_on_pty(env, repo, agent, shell_replies(agent), b"n", "--write")
+    status, exit_code = REFUSED.get(agent, ("completed", 0))
+    assert (_finished(evs, text)["status"], code) == (status, exit_code), text[-3000:]
+    assert any("denied by the person" in m for m in _decisions(evs, "policy_deny")), evs
     assert [e for e in evs if e["type"] == "permission.denied"], evs
     assert not [e for e in evs if e["type"] == "review.staged"]  # nothing changed
 
 
-def test_unattended_on_a_terminal_asks_nobody_and_denies(repo: Path, env: dict[str, str]) -> None:
-    need("claude-acp")
+@pytest.mark.parametrize("agent", AGENTS)
+def test_unattended_on_a_terminal_asks_nobody_and_denies(
+    agent: str, repo: Path, env: dict[str, str]
+) -> None:
+    need(agent)
     code, evs, text, _ = _run_on_pty(
-        env, repo, "claude-acp", SHELL_REPLIES, None, "--write", "--unattended"
+        env, repo, agent, shell_replies(agent), None, "--write", "--unattended"
     )
-    assert _finished(evs, text)["status"] == "completed", text[-3000:]
-    assert code == 0
+    status, exit_code = REFUSED.get(agent, ("completed", 0))
+    assert (_finished(evs, text)["status"], code) == (status, exit_code), text[-3000:]
     assert QUESTION not in text.encode()
-    assert any(
-        e["type"] == "warning"
-        and e.get("code") == "policy_deny"
-        and "no one can answer" in e["message"]
-        for e in evs
-    ), evs
+    assert any("no one can answer" in m for m in _decisions(evs, "policy_deny")), evs
     assert not [e for e in evs if e["type"] == "review.staged"]
 
 
 def test_a_run_option_allows_without_asking(repo: Path, env: dict[str, str]) -> None:
     need("claude-acp")
     code, evs, text, _ = _run_on_pty(
-        env, repo, "claude-acp", SHELL_REPLIES, None, "--write", "--allow", "shell:echo *"
+        env,
+        repo,
+        "claude-acp",
+        shell_replies("claude-acp"),
+        None,
+        "--write",
+        "--allow",
+        "shell:echo *",
     )
     assert _finished(evs, text)["status"] == "completed", text[-3000:]
     assert code == 0
@@ -270,7 +308,7 @@ def _run_processes(marker: str) -> list[psutil.Process]:
     return found
 
 
-@pytest.mark.parametrize("agent", ["claude-acp", "codex-acp"])
+@pytest.mark.parametrize("agent", AGENTS)
 def test_cancel_mid_turn(agent: str, repo: Path, env: dict[str, str], tmp_path: Path) -> None:
     need(agent)
     held = Reply((Text("Working on it, this takes a while. " * 5),), hold_after_events=3)
@@ -279,7 +317,7 @@ def test_cancel_mid_turn(agent: str, repo: Path, env: dict[str, str], tmp_path: 
             [
                 *ASUP,
                 *("run", agent, "--task", "Think for a long time.", "--json"),
-                *("--endpoint", server.base_url, "--model", MODEL[agent]),
+                *("--endpoint", server.base_url, *MODEL[agent]),
                 *("--max-runtime", "150"),
             ],
             stdin=subprocess.DEVNULL,

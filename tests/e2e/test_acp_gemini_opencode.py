@@ -1,0 +1,403 @@
+"""`asup run gemini-acp|opencode-acp` end to end: the pinned gemini 0.61.0 (``gemini --acp``)
+and opencode 1.18.33 (``opencode acp --pure``) as children of the supervisor's ACP client, in a
+disposable worktree under real bubblewrap, reaching the fake model server on 127.0.0.1 only
+through the restricted network's port forward (gemini speaks the Gemini API, opencode Chat
+Completions). Skipped only when a vendor binary is absent (scripts/install-gemini.sh,
+scripts/install-opencode.sh; both run by ``make vendor``).
+
+Tool names and arguments are the agents' own: gemini ``read_file`` / ``write_file`` with
+``file_path`` (relative to its workspace, the worktree), opencode ``read`` / ``write`` with an
+absolute ``filePath`` (``<cwd>`` is bound by the fake server from opencode's "Working
+directory:" line).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from supervisor.lab.script import Reply, Script, Text, Thinking, ToolCall
+from supervisor.lab.server import FakeModelServer
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = {
+    "gemini-acp": ROOT / "vendor" / "gemini" / "node_modules" / ".bin",
+    "opencode-acp": ROOT / "vendor" / "opencode" / "node_modules" / ".bin",
+}
+BINARY = {"gemini-acp": "gemini", "opencode-acp": "opencode"}
+INSTALL = {"gemini-acp": "scripts/install-gemini.sh", "opencode-acp": "scripts/install-opencode.sh"}
+AGENTS = sorted(BIN)
+# opencode offers write/edit to most models but apply_patch instead to the GPT-5 family (its
+# default here is gpt-5), so the tests name a model of their own; gemini runs its pinned one.
+MODEL = {"gemini-acp": (), "opencode-acp": ("--model", "lab-model")}
+ASUP = [sys.executable, "-m", "supervisor.cli.main"]
+KEYS = {
+    "GEMINI_API_KEY": "dummy-gemini-key-e2e-7f3a",
+    "OPENAI_API_KEY": "dummy-openai-key-e2e-9c1d",
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(repo.parent),
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "user",
+        "GIT_AUTHOR_EMAIL": "user@example.invalid",
+        "GIT_COMMITTER_NAME": "user",
+        "GIT_COMMITTER_EMAIL": "user@example.invalid",
+    }
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def need(agent: str) -> None:
+    if not (BIN[agent] / BINARY[agent]).exists():
+        pytest.skip(f"{BINARY[agent]} is not installed (run {INSTALL[agent]})")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "project"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "README.md").write_text("# project\n\nThe answer is 42.\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "init")
+    return repo
+
+
+@pytest.fixture
+def env(tmp_path: Path, repo: Path) -> dict[str, str]:
+    (tmp_path / "userhome").mkdir()
+    env = {
+        "PATH": f"{BIN['gemini-acp']}:{BIN['opencode-acp']}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(tmp_path / "userhome"),
+        "LANG": "C.UTF-8",
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        **KEYS,
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "PYTHONPATH": str(ROOT),
+    }
+    done = subprocess.run([*ASUP, "config", "enable"], env=env, capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr
+    return env
+
+
+def run(
+    env: dict[str, str],
+    repo: Path,
+    agent: str,
+    replies: list[Reply],
+    *extra: str,
+    max_runtime: int = 120,
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]], FakeModelServer]:
+    with FakeModelServer(Script(list(replies))) as server:
+        done = subprocess.run(
+            [
+                *ASUP,
+                *("run", agent, "--task", "What does the README say?", "--json"),
+                *("--endpoint", server.base_url, *MODEL[agent]),
+                *("--max-runtime", str(max_runtime), *extra),
+            ],
+            env=env,
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=max_runtime + 90,
+            check=False,
+        )
+    evs = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return done, evs, server
+
+
+def finished(evs: list[dict[str, Any]]) -> dict[str, Any]:
+    assert evs, "no events"
+    assert evs[-1]["type"] == "run.finished", evs[-5:]
+    assert [e["seq"] for e in evs] == list(range(len(evs)))
+    outcome: dict[str, Any] = evs[-1]["outcome"]
+    return outcome
+
+
+def why(done: subprocess.CompletedProcess[str]) -> tuple[str, str]:
+    return done.stdout[-4000:], done.stderr[-3000:]
+
+
+def texts(evs: list[dict[str, Any]]) -> list[str]:
+    return [e["text"] for e in evs if e["type"] == "message" and not e.get("thought")]
+
+
+def transcript(tmp_path: Path) -> list[dict[str, Any]]:
+    files = list((tmp_path / "state").rglob("stdout.jsonl"))
+    assert len(files) == 1, files
+    return [json.loads(line) for line in files[0].read_text().splitlines()]
+
+
+def agent_requests(lines: list[dict[str, Any]]) -> list[str]:
+    """Methods of the requests the agent sent us (fs/*, session/request_permission)."""
+    return [
+        m["message"]["method"]
+        for m in lines
+        if m["direction"] == "in" and "method" in m["message"] and "id" in m["message"]
+    ]
+
+
+def no_key_in_store(tmp_path: Path) -> None:
+    recorded = b"".join(p.read_bytes() for p in (tmp_path / "state").rglob("*") if p.is_file())
+    for value in KEYS.values():
+        assert value.encode() not in recorded
+
+
+def main_posts(server: FakeModelServer) -> list[Any]:
+    return [r for r in server.requests if r.method == "POST" and r.lane == "main"]
+
+
+def read_call(agent: str) -> ToolCall:
+    if agent == "gemini-acp":
+        return ToolCall("read_file", {"file_path": "README.md"})
+    return ToolCall("read", {"filePath": "<cwd>/README.md"})
+
+
+def write_call(agent: str, path: str) -> ToolCall:
+    if agent == "gemini-acp":
+        return ToolCall("write_file", {"file_path": path, "content": "new file\n"})
+    if not path.startswith("/"):
+        path = f"<cwd>/{path}"
+    return ToolCall("write", {"filePath": path, "content": "new file\n"})
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_plain_answer(agent: str, repo: Path, env: dict[str, str], tmp_path: Path) -> None:
+    need(agent)
+    before = git(repo, "status", "--porcelain=v1")
+    replies = [
+        Reply((Thinking("**Answer**\n\nShort answer."), Text("The README says the answer is 42.")))
+    ]
+    done, evs, server = run(env, repo, agent, replies)
+    assert finished(evs) == {"status": "completed", "failure_kind": None, "reason": ""}, why(done)
+    assert done.returncode == 0
+    assert any("answer is 42" in t for t in texts(evs))
+    session = [e for e in evs if e["type"] == "agent.session"]
+    assert len(session) == 1
+    assert session[0]["model"] is not None
+    assert main_posts(server)
+    lines = transcript(tmp_path)
+    methods = [m["message"].get("method") for m in lines if m["direction"] == "out"]
+    assert methods[:3] == ["initialize", "session/new", "session/prompt"]
+    init = lines[0]["message"]["params"]["clientCapabilities"]
+    assert init["fs"] == {"readTextFile": True, "writeTextFile": True}
+    assert not init.get("terminal")
+    assert git(repo, "status", "--porcelain=v1") == before
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    no_key_in_store(tmp_path)
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_read_a_file(agent: str, repo: Path, env: dict[str, str], tmp_path: Path) -> None:
+    need(agent)
+    replies = [
+        Reply((Text("Let me look."), read_call(agent))),
+        Reply((Text("The README says the answer is 42."),)),
+    ]
+    done, evs, server = run(env, repo, agent, replies)
+    assert finished(evs)["status"] == "completed", why(done)
+    started = [e for e in evs if e["type"] == "tool_call.started"]
+    assert len(started) == 1, evs
+    assert [e["ok"] for e in evs if e["type"] == "tool_call.finished"] == [True]
+    # the file's content went back to the model in the tool result
+    posts = main_posts(server)
+    assert len(posts) == 2
+    assert "The answer is 42." in json.dumps(posts[1].body)
+    assert any("answer is 42" in t for t in texts(evs))
+    no_key_in_store(tmp_path)
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_write_goes_through_the_client_and_is_staged_for_review(
+    agent: str, repo: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    need(agent)
+    before = git(repo, "status", "--porcelain=v1")
+    replies = [Reply((write_call(agent, "NEW.md"),)), Reply((Text("Created NEW.md."),))]
+    done, evs, _ = run(env, repo, agent, replies, "--write")
+    assert finished(evs)["status"] == "completed", why(done)
+    asked = agent_requests(transcript(tmp_path))
+    assert "session/request_permission" in asked
+    assert "fs/write_text_file" in asked  # the agent wrote through the supervisor
+    assert [(e["path"], e["kind"]) for e in evs if e["type"] == "file.changed"] == [
+        ("NEW.md", "add")
+    ]
+    staged = [e for e in evs if e["type"] == "review.staged"]
+    assert len(staged) == 1, evs
+    assert staged[0]["files"] == 1
+    assert not (repo / "NEW.md").exists()  # lands only through `asup apply`
+    assert git(repo, "status", "--porcelain=v1") == before
+    review = subprocess.run(
+        [*ASUP, "review", staged[0]["run_id"], "--json"],
+        env=env,
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert review.returncode == 0, review.stderr
+    data = json.loads(review.stdout)
+    assert data["state"] == "pending"
+    assert "NEW.md" in json.dumps(data)
+    no_key_in_store(tmp_path)
+
+
+@pytest.mark.parametrize("where", ["absolute", "dotdot"])
+@pytest.mark.parametrize("agent", AGENTS)
+def test_write_outside_the_worktree_is_refused(
+    agent: str, where: str, repo: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    need(agent)
+    name = f"asup-e2e-outside-{uuid.uuid4().hex[:12]}.txt"
+    path = f"/tmp/{name}" if where == "absolute" else f"../{name}"
+    replies = [Reply((write_call(agent, path),)), Reply((Text("I could not write it."),))]
+    try:
+        done, evs, _ = run(env, repo, agent, replies, "--write")
+        assert finished(evs)["status"] == "completed", why(done)
+        assert not Path("/tmp", name).exists()
+        assert not list(tmp_path.rglob(name))
+    finally:
+        Path("/tmp", name).unlink(missing_ok=True)
+    asked = agent_requests(transcript(tmp_path))
+    assert "fs/write_text_file" not in asked
+    assert not [e for e in evs if e["type"] == "file.changed"]
+    assert not [e for e in evs if e["type"] == "review.staged"]
+    if agent == "opencode-acp":
+        # opencode asks (external_directory); the policy denies a write outside, headless
+        assert "session/request_permission" in asked
+        denied = [e for e in evs if e["type"] == "permission.denied"]
+        assert len(denied) == 1, evs
+        assert name in denied[0]["path"]
+        assert any(e["type"] == "warning" and e.get("code") == "policy_deny" for e in evs)
+    else:
+        # gemini refuses a path outside its workspace itself, before any request to us: the
+        # denial is its failed tool call naming the path
+        assert "session/request_permission" not in asked
+        failed = [e for e in evs if e["type"] == "tool_call.finished" and not e["ok"]]
+        assert len(failed) == 1, evs
+        assert name in failed[0]["output"]
+        assert "not in workspace" in failed[0]["output"]
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_write_in_a_read_only_run_is_denied_headless(
+    agent: str, repo: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    need(agent)
+    replies = [Reply((write_call(agent, "NEW.md"),)), Reply((Text("I could not write it."),))]
+    done, evs, _ = run(env, repo, agent, replies)
+    assert finished(evs)["status"] == "completed", why(done)
+    denied = [e for e in evs if e["type"] == "permission.denied"]
+    assert [d["path"] for d in denied] == ["NEW.md"], evs
+    assert any(
+        e["type"] == "warning" and e.get("code") == "policy_deny" and "NEW.md" in e["message"]
+        for e in evs
+    )
+    asked = agent_requests(transcript(tmp_path))
+    assert "session/request_permission" in asked
+    assert "fs/write_text_file" not in asked
+    assert not [e for e in evs if e["type"] == "review.staged"]
+    assert not (repo / "NEW.md").exists()
+
+
+def test_gemini_http_500_fails_as_server_error(
+    repo: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    need("gemini-acp")
+    done, evs, server = run(env, repo, "gemini-acp", [Reply(http_status=500, repeat=10)])
+    outcome = finished(evs)
+    assert (outcome["status"], outcome["failure_kind"]) == ("failed", "server_error"), why(done)
+    assert done.returncode == 1
+    errors = [e for e in evs if e["type"] == "error"]
+    assert [e["http_status"] for e in errors] == [500]
+    assert len(main_posts(server)) == 1  # general.maxAttempts = 1 in the recipe's settings
+    no_key_in_store(tmp_path)
+
+
+def test_opencode_http_500_is_bounded_by_max_runtime(
+    repo: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """opencode retries a 500 with backoff and reports nothing meanwhile; the supervisor's
+    budget decides: it cancels, and its own cancel is the outcome whatever stop reason
+    opencode answers (end_turn)."""
+    need("opencode-acp")
+    done, evs, server = run(
+        env, repo, "opencode-acp", [Reply(http_status=500, repeat=50)], max_runtime=15
+    )
+    outcome = finished(evs)
+    assert outcome["status"] == "timed_out", why(done)
+    assert "15" in outcome["reason"]
+    assert done.returncode == 124
+    assert len(main_posts(server)) >= 2  # it was retrying when the budget ran out
+    methods = [m["message"].get("method") for m in transcript(tmp_path) if m["direction"] == "out"]
+    assert "session/cancel" in methods
+    no_key_in_store(tmp_path)
+
+
+def test_opencode_http_500_fails_after_its_own_five_retries(
+    repo: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """opencode 1.18.33 retries at most 5 times (RETRY_MAX_RETRIES, not configurable), with
+    backoff 2 s × 2^n (+ up to 25 % jitter): about 62-78 s, then the prompt fails with a
+    JSON-RPC error naming the 500."""
+    need("opencode-acp")
+    done, evs, server = run(
+        env, repo, "opencode-acp", [Reply(http_status=500, repeat=50)], max_runtime=150
+    )
+    outcome = finished(evs)
+    assert (outcome["status"], outcome["failure_kind"]) == ("failed", "server_error"), why(done)
+    assert "500" in outcome["reason"]
+    assert done.returncode == 1
+    assert [r.status for r in main_posts(server)] == [500] * 6
+    no_key_in_store(tmp_path)
+
+
+def test_opencode_default_model_writes_with_apply_patch(
+    repo: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Without --model the recipe's default (gpt-5) makes opencode offer apply_patch instead of
+    write/edit; it asks the same way and writes through fs/write_text_file."""
+    need("opencode-acp")
+    patch = "*** Begin Patch\n*** Add File: NEW.md\n+new file\n*** End Patch\n"
+    replies = [Reply((ToolCall("apply_patch", {"patchText": patch}),)), Reply((Text("Added."),))]
+    with FakeModelServer(Script(replies)) as server:
+        done = subprocess.run(
+            [
+                *ASUP,
+                *("run", "opencode-acp", "--task", "Add NEW.md.", "--json", "--write"),
+                *("--endpoint", server.base_url, "--max-runtime", "120"),
+            ],
+            env=env,
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=210,
+            check=False,
+        )
+    evs = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert finished(evs)["status"] == "completed", why(done)
+    assert [e["model"] for e in evs if e["type"] == "agent.session"] == ["asup/gpt-5"]
+    assert [e["name"] for e in evs if e["type"] == "tool_call.started"] == ["apply_patch"]
+    asked = agent_requests(transcript(tmp_path))
+    assert asked == ["session/request_permission", "fs/write_text_file"]
+    assert len([e for e in evs if e["type"] == "review.staged"]) == 1
+    assert not (repo / "NEW.md").exists()
+    no_key_in_store(tmp_path)

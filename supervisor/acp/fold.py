@@ -133,12 +133,13 @@ def _text_of(content: object) -> str | None:
 
 
 class _Call:
-    __slots__ = ("diffs", "finished", "name")
+    __slots__ = ("denied", "diffs", "finished", "name")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.diffs: dict[str, FileChangeKind] = {}
         self.finished = False
+        self.denied = False  # our answer to its permission request was a refusal
 
 
 class AcpFold:
@@ -188,14 +189,21 @@ class AcpFold:
 
     def close(self) -> list[RunEvent]:
         """The end of the stream: the text still accumulating, and a stream-cut error naming
-        each tool call that never finished."""
+        each tool call that never finished (a call whose permission we refused and the agent
+        never ended is a failed call instead: it did not run)."""
         if self._closed:
             return []
         self._closed = True
         events: list[RunEvent] = list(self._flush())
         pending = [cid for cid, call in self._calls.items() if not call.finished]
         for cid in pending:
-            msg = f"the stream ended while tool call {cid} ({self._calls[cid].name}) was pending"
+            call = self._calls[cid]
+            call.finished = True
+            if call.denied:
+                # gemini sends no update for a call whose permission we refused: it never ran
+                events.append(ToolCallFinished(self.seq(), cid, False, "denied by the client"))
+                continue
+            msg = f"the stream ended while tool call {cid} ({call.name}) was pending"
             events.append(ErrorReported(self.seq(), msg, FailureKind.STREAM_CUT))
         return events
 
@@ -232,6 +240,8 @@ class AcpFold:
         cid = _str(call.get("toolCallId"))
         tracked = self._calls.get(cid) if cid else None
         tool = tracked.name if tracked else _tool_name(call)
+        if tracked is not None:
+            tracked.denied = True
         detail = "cancelled" if outcome.get("outcome") == "cancelled" else f"option {option}"
         return [PermissionDenied(self.seq(), tool, cid, _first_path(call, self), detail)]
 
@@ -300,8 +310,19 @@ class AcpFold:
         if not isinstance(stop, str):
             return [self._unknown(msg, "prompt result without a stop reason")]
         events: list[RunEvent] = []
-        usage = _dict(result.get("usage")) or _dict(_dict(result.get("_meta")).get("usage"))
+        meta = _dict(result.get("_meta"))
+        usage = _dict(result.get("usage")) or _dict(meta.get("usage"))
         sid = _str(params.get("sessionId")) or self.session_id or ""
+        quota = _dict(_dict(meta.get("quota")).get("token_count"))
+        if not usage and quota:
+            # gemini: this prompt's model requests summed (a second prompt in the session
+            # reports its own requests only), output without thought tokens, no cost
+            figures = Usage(
+                input_tokens=_int(quota.get("input_tokens")),
+                output_tokens=_int(quota.get("output_tokens")),
+            )
+            if not figures.is_empty:
+                events.append(UsageReported(self.seq(), figures, "turn", sid))
         if usage:
             figures = Usage(
                 input_tokens=_int(usage.get("inputTokens")),

@@ -202,6 +202,16 @@ def test_plain_answer(agent: str, repo: Path, env: dict[str, str], tmp_path: Pat
     assert not init.get("terminal")
     assert git(repo, "status", "--porcelain=v1") == before
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    usage = [e for e in evs if e["type"] == "usage"]
+    assert len(usage) == 1, evs
+    figures = usage[0]["usage"]
+    assert figures["input_tokens"] > 0
+    assert figures["output_tokens"] > 0
+    assert figures["cost"] is None  # neither reports a cost: missing, not 0
+    if agent == "gemini-acp":
+        # _meta.quota.token_count: this prompt's requests; thoughts not in output_tokens
+        assert usage[0]["scope"] == "turn"
+        assert figures["reasoning_tokens"] is None
     no_key_in_store(tmp_path)
 
 
@@ -316,6 +326,9 @@ def test_write_in_a_read_only_run_is_denied_headless(
     assert "fs/write_text_file" not in asked
     assert not [e for e in evs if e["type"] == "review.staged"]
     assert not (repo / "NEW.md").exists()
+    # the denied call ends as a failed call, not as a stream cut (gemini never ends it)
+    assert not [e for e in evs if e["type"] == "error"], evs
+    assert [e["ok"] for e in evs if e["type"] == "tool_call.finished"] == [False]
 
 
 def test_gemini_http_500_fails_as_server_error(

@@ -327,6 +327,10 @@ _keys = st.sampled_from(
         "cost",
         "options",
         "toolCall",
+        "_meta",
+        "quota",
+        "token_count",
+        "input_tokens",
     ]
 )
 _shaped = st.recursive(
@@ -468,3 +472,151 @@ def test_gemini_http_500_uses_the_status_as_the_code() -> None:
     assert not [e for e in events if isinstance(e, TurnEnded | MessageEmitted)]
     meta = json.loads((GEMINI / "http_500.meta.json").read_text())
     assert [r["statuses"] for r in meta["requests"]] == [[500]]  # maxAttempts=1, model pinned
+
+
+def test_gemini_quota_is_this_prompts_usage() -> None:
+    # token_count sums the prompt's model requests: read_file made two (the fake server's
+    # usageMetadata, recorded in the meta file's request summary, gives each one's figures)
+    for name, requests in (("plain_text", 1), ("read_file", 2), ("write_file", 2)):
+        acp, events = replay_gemini(name)
+        usage = [e for e in events if isinstance(e, UsageReported)]
+        assert len(usage) == 1, name
+        assert (usage[0].scope, usage[0].key) == ("turn", acp.session_id)
+        lines = [
+            json.loads(x)["message"] for x in (GEMINI / f"{name}.jsonl").read_text().splitlines()
+        ]
+        (result,) = [m["result"] for m in lines if "stopReason" in m.get("result", {})]
+        quota = result["_meta"]["quota"]["token_count"]
+        figures = usage[0].usage
+        assert (figures.input_tokens, figures.output_tokens) == (
+            quota["input_tokens"],
+            quota["output_tokens"],
+        )
+        # what gemini does not report stays missing
+        assert figures.reasoning_tokens is None
+        assert figures.cache_read_tokens is None
+        assert figures.cost is None
+        meta = json.loads((GEMINI / f"{name}.meta.json").read_text())
+        assert sum(len(r["statuses"]) for r in meta["requests"]) == requests
+        assert summary(events).usage.input_tokens == quota["input_tokens"]
+    _, failed = replay_gemini("http_500")
+    assert not [e for e in failed if isinstance(e, UsageReported)]
+    assert summary(failed).usage.is_empty
+
+
+def _prompt_result(rid: int, input_tokens: int, output_tokens: int) -> dict[str, Any]:
+    counts = {"input_tokens": input_tokens, "output_tokens": output_tokens}
+    return {
+        "jsonrpc": "2.0",
+        "id": rid,
+        "result": {
+            "stopReason": "end_turn",
+            "_meta": {
+                "quota": {
+                    "token_count": counts,
+                    "model_usage": [{"model": "gemini-2.5-pro", "token_count": counts}],
+                }
+            },
+        },
+    }
+
+
+def test_gemini_quota_over_two_prompts_adds_up() -> None:
+    # the shapes and figures of a live two-prompt check against gemini 0.61.0 (docs/acp.md):
+    # the second prompt reported its own request (12438 / 7), not the session's sum
+    acp = AcpFold()
+    events: list[RunEvent] = []
+    for rid, (i, o) in ((1, (12413, 3)), (2, (12438, 7))):
+        prompt = {
+            "jsonrpc": "2.0",
+            "id": rid,
+            "method": "session/prompt",
+            "params": {"sessionId": "s"},
+        }
+        events += acp.feed(prompt, "out")
+        events += _feed(acp, _prompt_result(rid, i, o))
+    usage = summary(events).usage
+    assert (usage.input_tokens, usage.output_tokens) == (12413 + 12438, 3 + 7)
+
+
+def test_quota_without_figures_and_standard_usage_first() -> None:
+    acp = AcpFold()
+    acp.feed({"jsonrpc": "2.0", "id": 1, "method": "session/prompt", "params": {}}, "out")
+    odd = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {
+            "stopReason": "end_turn",
+            "_meta": {"quota": {"token_count": {"input_tokens": "many"}}},
+        },
+    }
+    events = _feed(acp, odd)
+    assert not [e for e in events if isinstance(e, UsageReported)]
+    assert [e.stop_reason for e in events if isinstance(e, TurnEnded)] == ["end_turn"]
+    # an ACP usage wins over gemini's quota when an agent sends both
+    acp.feed({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {}}, "out")
+    both = _prompt_result(2, 5, 6)
+    both["result"]["usage"] = {"inputTokens": 1, "outputTokens": 2}
+    events = _feed(acp, both)
+    assert [(e.scope, e.usage.input_tokens) for e in events if isinstance(e, UsageReported)] == [
+        ("cumulative", 1)
+    ]
+
+
+def test_a_denied_call_the_agent_never_ends_is_a_failed_call_not_a_cut() -> None:
+    # gemini sends no tool_call_update after a refused permission (live read-only run)
+    acp = AcpFold(cwd="/w")
+    request = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "session/request_permission",
+        "params": {
+            "sessionId": "s1",
+            "toolCall": {
+                "toolCallId": "w1",
+                "title": "Writing to NEW.md",
+                "locations": [{"path": "/w/NEW.md"}],
+            },
+            "options": [
+                {"optionId": "proceed_once", "kind": "allow_once", "name": "Allow"},
+                {"optionId": "cancel", "kind": "reject_once", "name": "Cancel"},
+            ],
+        },
+    }
+    events = _feed(acp, request)
+    events += acp.feed(
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "result": {"outcome": {"outcome": "selected", "optionId": "cancel"}},
+        },
+        "out",
+    )
+    events += acp.close()
+    assert [(e.call_id, e.path) for e in events if isinstance(e, PermissionDenied)] == [
+        ("w1", "NEW.md")
+    ]
+    assert [(e.call_id, e.ok) for e in events if isinstance(e, ToolCallFinished)] == [("w1", False)]
+    assert not [e for e in events if isinstance(e, ErrorReported)]
+    assert [e.seq for e in events] == list(range(len(events)))
+    # an agent that does end the denied call (opencode: status failed) is taken at its word
+    acp2 = AcpFold(cwd="/w")
+    events = _feed(acp2, request)
+    events += acp2.feed(
+        {"jsonrpc": "2.0", "id": 0, "result": {"outcome": {"outcome": "cancelled"}}}, "out"
+    )
+    events += _feed(
+        acp2,
+        _update(
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "w1",
+                "status": "failed",
+                "content": [{"type": "content", "content": {"type": "text", "text": "rejected"}}],
+            }
+        ),
+    )
+    events += acp2.close()
+    assert [(e.ok, e.output) for e in events if isinstance(e, ToolCallFinished)] == [
+        (False, "rejected")
+    ]

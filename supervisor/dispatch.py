@@ -476,6 +476,8 @@ async def open_sandbox(
             profile,
             worktree=worktree.path,
             git_dir=worktree.common_dir,
+            git_paths=worktree.git_paths(),
+            git_config=worktree.write_git_config(worktree.run_dir / "git-config"),
             home=home,
             tmpdir=tmpdir,
             agent_install_dirs=install_dirs,

@@ -39,7 +39,7 @@ import socket
 import stat
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -71,6 +71,7 @@ __all__ = [
     "open_repository",
     "reap_leftovers",
     "remove_worktree",
+    "sanitized_git_config",
     "worktrees_root",
 ]
 
@@ -130,17 +131,71 @@ class Worktree:
     def git_paths(self) -> tuple[Path, ...]:
         """The host paths outside the checkout that git needs to work in it, at the same
         absolute paths (the ``.git`` file and the admin dir name each other absolutely):
-        the admin dir, the common dir's ``config`` (repository format and extensions),
-        ``refs`` (git refuses a git dir without it), ``packed-refs`` when present, and the
-        object dirs. Read-only is enough for status, diff, log and show."""
+        the admin dir, ``refs`` (git refuses a git dir without it), ``packed-refs`` and
+        ``reftable`` when present, and the object dirs. Read-only is enough for status, diff,
+        log and show. Not the repository's ``config``: it may hold credentials (a token in a
+        remote URL, an auth header); git gets :meth:`write_git_config`'s copy instead."""
         candidates = (
             self.admin_dir,
-            self.common_dir / "config",
             self.common_dir / "refs",
             self.common_dir / "packed-refs",
+            self.common_dir / "reftable",
             *self.object_dirs,
         )
         return tuple(p for p in candidates if p.exists())
+
+    def write_git_config(self, dest: Path) -> Path:
+        """Write the part of the repository's ``config`` git needs to read this repository
+        (:func:`sanitized_git_config`) to ``dest``, and return it."""
+        try:
+            config = pygit2.Config(str(self.common_dir / "config"))
+            entries = [(entry.name, entry.value) for entry in config]
+        except (pygit2.GitError, OSError) as exc:
+            raise WorktreeError(
+                f"cannot read {self.common_dir / 'config'} ({exc}); check that the "
+                "repository's config is readable and valid"
+            ) from exc
+        dest.write_text(sanitized_git_config(entries), encoding="utf-8")
+        return dest
+
+
+# Settings that say how to read the repository, and nothing else: no remote, no URL, no
+# credential helper, no hook path, no alias, no include.
+_GIT_CONFIG_KEPT = frozenset(
+    {
+        "core.repositoryformatversion",
+        "core.bare",
+        "core.filemode",
+        "core.symlinks",
+        "core.ignorecase",
+        "core.precomposeunicode",
+        "core.autocrlf",
+        "core.eol",
+    }
+)
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+def sanitized_git_config(entries: Iterable[tuple[str, str | None]]) -> str:
+    """A git config text holding only the ``core`` settings of :data:`_GIT_CONFIG_KEPT` and
+    every ``extensions.*`` (the object format, ref storage, worktree config: git refuses a
+    repository whose extensions it cannot see), each with a plain value; everything else — the
+    remotes and their URLs, credential helpers, ``http.*`` headers, ``core.hooksPath``,
+    ``core.fsmonitor``, aliases, includes — is left out. The last value of a key wins, as in
+    git."""
+    kept: dict[str, dict[str, str]] = {}
+    for name, value in entries:
+        lowered = name.lower()
+        section, _, key = lowered.partition(".")
+        if value is None or not _PLAIN_VALUE.fullmatch(value) or "." in key:
+            continue
+        if lowered in _GIT_CONFIG_KEPT or section == "extensions":
+            kept.setdefault(section, {})[key] = value
+    lines = ["# written by agent-supervisor: how to read this repository, nothing more"]
+    for section in sorted(kept, key=lambda s: (s != "core", s)):
+        lines.append(f"[{section}]")
+        lines.extend(f"\t{key} = {value}" for key, value in kept[section].items())
+    return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True, slots=True)

@@ -156,7 +156,11 @@ def _mounts(resolved: ResolvedSandbox, bridge: NetworkBridge | None) -> list[tup
         add(d, ["--ro-bind", d, d])
     wt_flag = "--bind" if resolved.profile.worktree is WorktreeAccess.READ_WRITE else "--ro-bind"
     add(resolved.worktree, [wt_flag, resolved.worktree, resolved.worktree])
-    add(resolved.git_dir, ["--ro-bind", resolved.git_dir, resolved.git_dir])
+    if resolved.git_binds is None:
+        add(resolved.git_dir, ["--ro-bind", resolved.git_dir, resolved.git_dir])
+    else:
+        for bind in resolved.git_binds:
+            add(bind.dest, ["--ro-bind", bind.source, bind.dest])
     if resolved.git_file is not None:
         add(resolved.git_file, ["--ro-bind", resolved.git_file, resolved.git_file])
     add(resolved.home, ["--bind", resolved.home, resolved.home])

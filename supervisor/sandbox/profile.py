@@ -289,6 +289,12 @@ class ResolvedSandbox(BaseModel):
         description="The worktree's '.git' file of a linked worktree, read-only so the child"
         " cannot point git elsewhere; None when '.git' is the directory itself.",
     )
+    git_binds: tuple[Bind, ...] | None = Field(
+        default=None,
+        description="bwrap only: the parts of the git directory git needs, read-only, instead"
+        " of the whole of it (its config may hold credentials); a Bind whose dest is"
+        " <git_dir>/config carries a sanitized copy. None mounts git_dir whole.",
+    )
     home: str
     tmpdir: str
     agent_dirs: tuple[str, ...] = Field(
@@ -339,6 +345,8 @@ def resolve(
     search_path: str | None = None,
     system_paths: Sequence[str] = SYSTEM_PATHS,
     host_home: str | os.PathLike[str] | None = None,
+    git_paths: Sequence[str | os.PathLike[str]] | None = None,
+    git_config: str | os.PathLike[str] | None = None,
 ) -> ResolvedSandbox:
     """Bind ``profile`` to this run's paths on this host; the only sandbox step that does I/O.
 
@@ -347,6 +355,11 @@ def resolve(
     process's PATH; ``/usr/bin/sandbox-exec`` on macOS) and, for bwrap, which of
     ``system_paths`` this host has. ``backend`` defaults from the platform. ``host_home``
     (default: the invoking user's home) may not be mounted whole, nor may ``/``.
+
+    ``git_paths`` (bwrap): mount only these parts of the git directory (each inside it, or an
+    object directory it borrows from) instead of the whole; ``git_config`` is then a file
+    mounted at ``<git_dir>/config`` in place of the repository's own (a copy without remotes,
+    credentials or hooks settings), and the real ``config`` is never mounted.
     """
     backend = backend or _platform_backend()
     launcher = _find_launcher(backend, search_path)
@@ -376,8 +389,11 @@ def resolve(
 
     binds: tuple[Bind, ...] = ()
     symlinks: tuple[Symlink, ...] = ()
+    git_binds: tuple[Bind, ...] | None = None
     if backend == "bwrap":
         binds, symlinks = _system_mounts(system_paths)
+        if git_paths is not None:
+            git_binds = _git_binds(gd, git_paths, git_config)
 
     return ResolvedSandbox(
         backend=backend,
@@ -386,12 +402,38 @@ def resolve(
         worktree=wt,
         git_dir=gd,
         git_file=git_file,
+        git_binds=git_binds,
         home=hm,
         tmpdir=td,
         agent_dirs=agents,
         system_binds=binds,
         system_symlinks=symlinks,
     )
+
+
+def _git_binds(
+    git_dir: str,
+    paths: Sequence[str | os.PathLike[str]],
+    config: str | os.PathLike[str] | None,
+) -> tuple[Bind, ...]:
+    real_config = os.path.join(git_dir, "config")
+    out: list[Bind] = []
+    for raw in paths:
+        real = os.path.realpath(os.fspath(raw))
+        if not os.path.exists(real):
+            raise SandboxRefused(f"the git path {raw} does not exist; pass existing paths only")
+        if is_within(real_config, real):  # the config itself, the git dir or a parent
+            raise SandboxRefused(
+                f"the git path {raw} is or holds the repository's config, which may carry "
+                "credentials; pass the sanitized copy as git_config instead"
+            )
+        out.append(Bind(source=real, dest=real))
+    if config is not None:
+        source = os.path.realpath(os.fspath(config))
+        if not os.path.isfile(source):
+            raise SandboxRefused(f"the git config copy {config} is not a file; write it first")
+        out.append(Bind(source=source, dest=real_config))
+    return tuple(out)
 
 
 def _platform_backend() -> Backend:

@@ -652,7 +652,11 @@ def test_git_metadata_is_read_only(world: World, profile: str) -> None:
     assert a["admin_index"] == (1, f"touch: cannot touch '{admin}/index': {EROFS}")
     assert a["objects"] == (1, f"mkdir: cannot create directory '{common}/objects/ab': {EROFS}")
     assert a["refs"] == (2, f"sh: 1: cannot create {common}/refs/heads/evil: {EROFS}")
-    assert a["hooks"] == (2, f"sh: 1: cannot create {common}/hooks/post-checkout: {EROFS}")
+    # only the parts of the git dir git needs are mounted: there is no hooks dir at all
+    assert a["hooks"] == (
+        2,
+        f"sh: 1: cannot create {common}/hooks/post-checkout: Directory nonexistent",
+    )
     assert a["config"] == (255, f"error: could not lock config file {common}/config: {EROFS}")
     assert a["commit"] == (128, f"fatal: Unable to create '{admin}/index.lock': {EROFS}")
     assert a["update_ref"] == (
@@ -669,6 +673,39 @@ def test_git_metadata_is_read_only(world: World, profile: str) -> None:
     assert _tree_digest(common) == git_before
     assert wt.git_file.read_text() == git_file_before
     world.assert_host_unchanged()
+
+
+def test_the_repository_config_and_its_credentials_are_not_there(world: World) -> None:
+    """The repository's .git/config can carry credentials (a token in a remote URL, an auth
+    header); the child sees a copy that says only how to read the repository."""
+    common = world.worktree.common_dir
+    token = f"ghp_gitconfig{secrets.token_hex(12)}"
+    _git(world.repo, "remote", "add", "origin", f"https://user:{token}@example.invalid/r.git")
+    _git(world.repo, "config", "http.extraHeader", f"AUTHORIZATION: bearer {token}")
+    done = sandboxed(
+        world,
+        "worktree-write",
+        [
+            attempt("config", "cat", f"{common}/config"),
+            attempt("remotes", "git", "remote", "-v"),
+            attempt("header", "git", "config", "--get", "http.extraHeader"),
+            attempt("grep", "grep", "-rlsF", token, str(common), "."),
+            attempt("log", "git", "log", "--format=%s"),
+            attempt("status", "git", "status", "--porcelain"),
+        ],
+    )
+    a = done.attempts
+    code, text = a["config"]
+    assert code == 0
+    assert token not in text
+    assert "repositoryformatversion = 0" in text
+    assert "[remote" not in text
+    assert a["remotes"] == (0, "")
+    assert a["header"] == (1, "")
+    assert a["grep"] == (1, "")  # 1: no match anywhere the child can see
+    assert a["log"] == (0, "init")  # git still works
+    assert a["status"] == (0, "")
+    assert token in (common / "config").read_text()  # the user's own config is untouched
 
 
 # --- 3. host files: ~/.ssh, files next to the repository ------------------------------------------
@@ -1181,7 +1218,8 @@ def test_codex_commands_cannot_reach_host_secrets_outside_paths_or_the_network(
         "call_key": (1, f"cat: {world.ssh_key}: {ENOENT}"),
         "call_link": (1, f"cat: notes/key-link: {ENOENT}"),
         "call_touch": (1, f"touch: cannot touch '{escape}': {ENOENT}"),
-        "call_hook": (1, f"/bin/bash: line 1: {hook}: {EROFS}"),
+        # the hooks dir is not mounted at all (only the parts of .git that git needs are)
+        "call_hook": (1, f"/bin/bash: line 1: {hook}: No such file or directory"),
         "call_worktree": (1, f"touch: cannot touch 'planted.txt': {EROFS}"),
     }
     assert connect_rc == 1

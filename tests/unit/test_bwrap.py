@@ -108,7 +108,23 @@ def _case_plain_checkout() -> list[str]:
     return compile_bwrap(r, ["sh", "-c", "echo $HOME"], env={"PATH": "/usr/bin", "HOME": HOME})
 
 
+GIT_BINDS = (
+    Bind(source=f"{GIT_DIR}/worktrees/asup-r1", dest=f"{GIT_DIR}/worktrees/asup-r1"),
+    Bind(source=f"{GIT_DIR}/refs", dest=f"{GIT_DIR}/refs"),
+    Bind(source=f"{GIT_DIR}/objects", dest=f"{GIT_DIR}/objects"),
+    Bind(source="/home/dev/shared/objects", dest="/home/dev/shared/objects"),  # an alternate
+    Bind(source=f"{RUNS}/git-config", dest=f"{GIT_DIR}/config"),  # the sanitized copy
+)
+
+
+def _case_narrow_git() -> list[str]:
+    return compile_bwrap(
+        resolved(profile(RW, NetworkMode.NONE), git_binds=GIT_BINDS), ARGV, env=ENV
+    )
+
+
 CASES: dict[str, Callable[[], list[str]]] = {
+    "bwrap-narrow-git": _case_narrow_git,
     "bwrap-read-only-none": lambda: compile_bwrap(
         resolved(profile(RO, NetworkMode.NONE)), ARGV, env=ENV
     ),
@@ -372,3 +388,12 @@ def test_bridge_validates_its_paths() -> None:
         NetworkBridge(host_socket="proxy.sock")
     with pytest.raises(ValueError, match="absolute, normalised"):
         NetworkBridge(host_socket="/p.sock", relay_paths=("opt",))
+
+
+def test_narrow_git_mounts_only_the_parts_and_the_config_copy() -> None:
+    argv = _case_narrow_git()
+    ops = _ops(argv)
+    git_ops = [op for op in ops if op[-1].startswith((GIT_DIR, "/home/dev/shared"))]
+    assert sorted(git_ops) == sorted(("--ro-bind", b.source, b.dest) for b in GIT_BINDS)
+    assert ("--ro-bind", GIT_DIR, GIT_DIR) not in ops  # never the whole git dir
+    assert ("--ro-bind", f"{GIT_DIR}/config", f"{GIT_DIR}/config") not in ops

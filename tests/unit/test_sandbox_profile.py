@@ -520,3 +520,34 @@ def test_package_reexports_resolve() -> None:
     assert len(set(sandbox_pkg.__all__)) == len(sandbox_pkg.__all__)
     for name in sandbox_pkg.__all__:
         assert getattr(sandbox_pkg, name) is not None
+
+
+def test_resolve_narrow_git_binds_the_parts_and_the_config_copy(run: Run) -> None:
+    (run.repo_git / "refs").mkdir()
+    (run.repo_git / "objects").mkdir()
+    (run.repo_git / "config").write_text("[remote]\n")
+    copy = run.root / "runs" / "git-config"
+    copy.write_text("[core]\n")
+    parts = [run.repo_git / "worktrees" / "wt", run.repo_git / "refs", run.repo_git / "objects"]
+    r = run.resolve(git_paths=parts, git_config=copy)
+    assert r.git_binds is not None
+    assert [(b.source, b.dest) for b in r.git_binds] == [
+        *((str(p), str(p)) for p in parts),
+        (str(copy), str(run.repo_git / "config")),
+    ]
+    assert run.resolve().git_binds is None  # without git_paths: the whole git dir
+
+
+@pytest.mark.parametrize("part", ["config", ".", "link-to-config"])
+def test_resolve_refuses_to_bind_the_real_git_config(run: Run, part: str) -> None:
+    (run.repo_git / "config").write_text("[remote]\n")
+    (run.repo_git / "link-to-config").symlink_to(run.repo_git / "config")
+    with pytest.raises(SandboxRefused, match="may carry credentials"):
+        run.resolve(git_paths=[run.repo_git / part])
+
+
+def test_resolve_refuses_a_missing_git_part_or_config_copy(run: Run) -> None:
+    with pytest.raises(SandboxRefused, match="does not exist"):
+        run.resolve(git_paths=[run.repo_git / "refs"])
+    with pytest.raises(SandboxRefused, match="is not a file"):
+        run.resolve(git_paths=[], git_config=run.root / "nope")

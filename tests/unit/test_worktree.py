@@ -38,6 +38,7 @@ from supervisor.worktree import (
     open_repository,
     reap_leftovers,
     remove_worktree,
+    sanitized_git_config,
     worktrees_root,
 )
 
@@ -233,12 +234,8 @@ def test_worktree_describes_the_git_paths_it_needs(repo_dir: Path, state: Path) 
         assert (wt.admin_dir / "HEAD").read_text().strip() == wt.base_commit
         assert (wt.admin_dir / "gitdir").read_text().strip() == str(wt.git_file)
         assert wt.object_dirs == (common / "objects",)
-        assert wt.git_paths() == (
-            wt.admin_dir,
-            common / "config",
-            common / "refs",
-            common / "objects",
-        )
+        assert wt.git_paths() == (wt.admin_dir, common / "refs", common / "objects")
+        assert common / "config" not in wt.git_paths()  # it may hold credentials
         assert wt.owner.pid == os.getpid()
         assert wt.owner == OwnerRecord.model_validate_json((wt.run_dir / OWNER_FILE).read_text())
 
@@ -693,3 +690,79 @@ def test_a_record_pointing_outside_its_run_dir_is_not_followed(
         assert reap_leftovers(state) == []
         assert (precious / "keep.txt").exists()
         assert wt.path.is_dir()
+
+
+SECRET_CONFIG = """\
+[core]
+\trepositoryformatversion = 1
+\tfilemode = true
+\tbare = false
+\thooksPath = /home/user/evil-hooks
+\tfsmonitor = /home/user/run-me.sh
+[extensions]
+\tobjectformat = sha256
+[remote "origin"]
+\turl = https://user:ghp_notarealtokenbutshapedlikeone0000000@github.com/o/r.git
+\tfetch = +refs/heads/*:refs/remotes/origin/*
+[http]
+\textraheader = AUTHORIZATION: bearer sekrit
+[credential]
+\thelper = store
+[include]
+\tpath = /home/user/.secrets.gitconfig
+[alias]
+\tst = !rm -rf /
+"""
+
+
+def test_sanitized_git_config_keeps_how_to_read_the_repository_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "config"
+    path.write_text(SECRET_CONFIG)
+    import pygit2
+
+    entries = [(e.name, e.value) for e in pygit2.Config(str(path))]
+    text = sanitized_git_config(entries)
+    assert "repositoryformatversion = 1" in text
+    assert "objectformat = sha256" in text
+    assert "filemode = true" in text
+    for gone in (
+        "ghp_",
+        "url",
+        "bearer",
+        "helper",
+        "hooksPath",
+        "hookspath",
+        "fsmonitor",
+        "secrets",
+        "alias",
+        "rm -rf",
+        "origin",
+    ):
+        assert gone not in text, gone
+    # git itself reads the copy back: only [core] and [extensions]
+    sections = {
+        name.split(".")[0]
+        for name, _ in [(e.name, e.value) for e in pygit2.Config(str(_write(tmp_path, text)))]
+    }
+    assert sections == {"core", "extensions"}
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    out = tmp_path / "copy"
+    out.write_text(text)
+    return out
+
+
+def test_write_git_config_of_a_worktree(repo_dir: Path, state: Path) -> None:
+    (repo_dir / ".git" / "config").write_text(
+        (repo_dir / ".git" / "config").read_text()
+        + '[remote "origin"]\n\turl = https://u:tok3n@example.invalid/r.git\n'
+    )
+    repo = open_repository(repo_dir)
+    with disposable_worktree(repo, run_id="cfg", state_dir=state) as wt:
+        copy = wt.write_git_config(wt.run_dir / "git-config")
+        text = copy.read_text()
+        assert "tok3n" not in text
+        assert "repositoryformatversion = 0" in text

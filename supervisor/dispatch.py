@@ -126,6 +126,8 @@ class RunRequest(BaseModel):
     endpoint: str | None = None
     model: str | None = None
     max_runtime_s: float | None = Field(default=None, gt=0)
+    # ACP agents: end the run when the agent sends nothing for this long (no open question)
+    max_idle_s: float | None = Field(default=None, gt=0)
     max_turns: int | None = Field(default=None, gt=0)
     prompt_budget_bytes: int = Field(default=200_000, gt=0)
     review_limit_bytes: int = Field(default=DEFAULT_LIMIT_BYTES, gt=0)
@@ -779,6 +781,7 @@ async def _run_acp_in_worktree(
             fold=fold,
             on_transcript=partial(run.store.append_stdout, run.record.id),
             max_runtime=request.max_runtime_s,
+            max_idle=request.max_idle_s,
             grace=request.grace_s,
             cancel=run.cancel,
         )

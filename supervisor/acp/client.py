@@ -281,6 +281,11 @@ class SupervisorClient:
         self._asking = asyncio.Lock()
         self._stopped = asyncio.Event()
 
+    @property
+    def asking(self) -> bool:
+        """A question is open to the person right now."""
+        return self._asking.locked()
+
     def stop(self) -> None:
         """The run is ending (cancel, budget, shutdown): a question still open is withdrawn and
         answered as a deny; permission requests from now on are answered ``cancelled``."""
@@ -463,13 +468,17 @@ async def run_acp_agent(
     fold: AcpFold,
     on_transcript: Callable[[bytes], None],
     max_runtime: float | None = None,
+    max_idle: float | None = None,
     grace: float = 5.0,
     cancel: Any = None,
     stderr_tail_bytes: int = 16384,
 ) -> AcpRun:
     """Run one prompt against the agent started by ``argv`` and end it (module docstring).
-    ``cancel`` is an event with ``wait()`` (anyio or asyncio)."""
+    ``cancel`` is an event with ``wait()`` (anyio or asyncio). ``max_idle``: end the run as
+    timed out when the agent sends nothing for that many seconds, while no question is open to
+    the person (an agent that retries a failing model API silently never ends by itself)."""
     started = time.monotonic()
+    last_heard = [started]
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -501,8 +510,10 @@ async def run_acp_agent(
 
     def observe(event: Any) -> None:
         direction: Direction = "out" if event.direction.value == "outgoing" else "in"
-        if direction == "in" and not first_byte:
-            first_byte.append(time.monotonic() - started)
+        if direction == "in":
+            last_heard[0] = time.monotonic()
+            if not first_byte:
+                first_byte.append(last_heard[0] - started)
         record = {"direction": direction, "message": event.message}
         on_transcript((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
         for ev in fold.feed(event.message, direction):
@@ -539,10 +550,28 @@ async def run_acp_agent(
     timed_out = canceled = False
     outcome: Outcome | None = None
     stop_reason: str | None = None
+    budget_reason = f"the run exceeded {max_runtime} s"
     try:
-        done, _ = await asyncio.wait(
-            waits, timeout=max_runtime, return_when=asyncio.FIRST_COMPLETED
-        )
+        done: set[asyncio.Future[Any]] = set()
+        while not done:
+            now = time.monotonic()
+            waits_for = [1.0]
+            if max_runtime is not None:
+                if now - started >= max_runtime:
+                    break
+                waits_for.append(max_runtime - (now - started))
+            if max_idle is not None:
+                if client.asking:
+                    last_heard[0] = now  # the person's time to answer is not the agent's
+                elif now - last_heard[0] >= max_idle:
+                    budget_reason = (
+                        f"the agent sent nothing for {max_idle:g} s (--max-idle); it may be "
+                        "retrying a failing model API"
+                    )
+                    break
+            done, _ = await asyncio.wait(
+                waits, timeout=min(waits_for), return_when=asyncio.FIRST_COMPLETED
+            )
         if talk not in done and exited in done:
             # the answer may still be in the pipe
             await asyncio.wait({talk}, timeout=LATE_ANSWER_S)
@@ -562,7 +591,7 @@ async def run_acp_agent(
                     await asyncio.wait_for(conn.cancel(session_id=session[0]), 2.0)
             await asyncio.wait({talk}, timeout=grace)
             outcome = (
-                Outcome(OutcomeStatus.TIMED_OUT, None, f"the run exceeded {max_runtime} s")
+                Outcome(OutcomeStatus.TIMED_OUT, None, budget_reason)
                 if timed_out
                 else Outcome(OutcomeStatus.CANCELED, None, "the run was canceled")
             )

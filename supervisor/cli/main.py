@@ -60,6 +60,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--model", help="the model name to ask the agent for")
     run.add_argument("--max-runtime", type=float, metavar="S", help="wall-clock budget, seconds")
     run.add_argument(
+        "--max-idle",
+        type=float,
+        metavar="S",
+        help="ACP agents: end the run when the agent sends nothing for S seconds while no "
+        "question is open (default 600; 0 turns it off)",
+    )
+    run.add_argument(
         "--max-turns", type=int, metavar="N", help="turn budget (agents that enforce one)"
     )
     run.add_argument("--json", action="store_true", help="print the run's events as JSON lines")

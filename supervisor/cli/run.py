@@ -50,6 +50,9 @@ EXIT_CODES: dict[OutcomeStatus, int] = {
     OutcomeStatus.CANCELED: 130,
 }
 EXIT_REFUSED = 3
+# An ACP agent that sends nothing for this long is ended (opencode retries a failing model API
+# silently for ever); a question open to the person does not count.
+DEFAULT_MAX_IDLE_S = 600.0
 MISSING = "—"
 
 
@@ -125,6 +128,14 @@ def _request(args: Any, env: Mapping[str, str]) -> RunRequest:
             f"{flags} set rules for the permission requests of ACP agents; {args.agent} asks "
             "none (its permissions follow --write), so leave them out"
         )
+    if args.max_idle is not None and spec is not None and spec.transport != "acp":
+        raise ValueError(
+            f"--max-idle bounds the silence of ACP agents; {args.agent} is not one, so bound "
+            "it with --max-runtime instead"
+        )
+    if args.max_idle is not None and args.max_idle < 0:
+        raise ValueError("--max-idle must be 0 (off) or a number of seconds")
+    max_idle = DEFAULT_MAX_IDLE_S if args.max_idle is None else args.max_idle or None
     run_layer = Policy(rules=tuple(rule_from_option(d, text) for d, text in options))
     policy = Policy.layered(config.policy if config else Policy(), run_layer)
     endpoint = args.endpoint or (config.endpoint if config else None)
@@ -141,6 +152,7 @@ def _request(args: Any, env: Mapping[str, str]) -> RunRequest:
         endpoint=endpoint,
         model=args.model,
         max_runtime_s=args.max_runtime,
+        max_idle_s=max_idle if spec is not None and spec.transport == "acp" else None,
         max_turns=args.max_turns,
         policy=policy,
     )

@@ -352,3 +352,37 @@ def test_cancel_mid_turn(agent: str, repo: Path, env: dict[str, str], tmp_path: 
         assert not wt.exists()
         assert not _run_processes(str(wt)), [p.info for p in _run_processes(str(wt))]
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_opencode_retrying_a_failing_model_api_is_ended_by_the_idle_budget(
+    repo: Path, env: dict[str, str]
+) -> None:
+    """opencode answers an HTTP 500 by retrying with growing backoff and saying nothing over
+    ACP, for ever; the silence budget decides the run."""
+    need("opencode-acp")
+    with FakeModelServer(Script([Reply(http_status=500, repeat=1000)])) as server:
+        started = time.monotonic()
+        done = subprocess.run(
+            [
+                *ASUP,
+                *("run", "opencode-acp", "--task", "Say hello.", "--json"),
+                *("--endpoint", server.base_url, *MODEL["opencode-acp"]),
+                *("--max-runtime", "300", "--max-idle", "10"),
+            ],
+            env=env,
+            cwd=repo,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
+        )
+        elapsed = time.monotonic() - started
+        failed = [r for r in server.requests if r.status == 500]
+    evs = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    outcome = evs[-1]["outcome"]
+    assert outcome["status"] == "timed_out", (evs[-5:], done.stderr[-2000:])
+    assert "(--max-idle)" in outcome["reason"]
+    assert done.returncode == 124
+    assert failed  # it did reach the model and got its 500s
+    assert elapsed < 120  # not the 300 s runtime budget

@@ -409,3 +409,100 @@ def test_terminal_approver_without_a_terminal_is_no_answer(tmp_path: Path) -> No
     approver = TerminalApprover("a", tty_path=str(tmp_path / "no-tty"))
     assert asyncio.run(approver.ask(_request())) is None
     assert TerminalApprover.available(str(tmp_path / "no-tty")) is False
+
+
+# -- the silence budget (--max-idle) ----------------------------------------------------------
+
+IDLE_AGENT = r"""
+import asyncio, sys
+import acp
+from acp.schema import (AgentCapabilities, InitializeResponse, NewSessionResponse,
+                        PermissionOption, PromptResponse, ToolCallUpdate)
+
+SCENARIO = sys.argv[1]
+
+
+class Fake:
+    def on_connect(self, conn):
+        self.conn = conn
+        self.cancelled = asyncio.Event()
+
+    async def initialize(self, protocol_version, client_capabilities=None, client_info=None, **kw):
+        return InitializeResponse(protocol_version=protocol_version,
+                                  agent_capabilities=AgentCapabilities())
+
+    async def new_session(self, cwd, mcp_servers=None, **kw):
+        return NewSessionResponse(session_id="s1")
+
+    async def prompt(self, prompt, session_id, **kw):
+        if SCENARIO == "silent":
+            await self.cancelled.wait()
+            return PromptResponse(stop_reason="cancelled")
+        await self.conn.request_permission(
+            session_id=session_id,
+            tool_call=ToolCallUpdate(tool_call_id="c1", kind="execute", title="make",
+                                     raw_input={"command": "make"}),
+            options=[PermissionOption(option_id="ok", name="Allow", kind="allow_once"),
+                     PermissionOption(option_id="no", name="Reject", kind="reject_once")],
+        )
+        await self.conn.session_update(session_id, acp.update_agent_message_text("done"))
+        return PromptResponse(stop_reason="end_turn")
+
+    async def cancel(self, session_id, **kw):
+        self.cancelled.set()
+
+
+asyncio.run(acp.run_agent(Fake()))
+"""
+
+
+def _idle_run(tmp_path: Path, scenario: str, approver: Any, max_idle: float) -> Any:
+    import sys
+
+    from supervisor.acp.client import run_acp_agent
+    from supervisor.acp.fold import AcpFold
+
+    root = tmp_path / "wt"
+    root.mkdir(exist_ok=True)
+    script = tmp_path / "idle_agent.py"
+    script.write_text(IDLE_AGENT)
+    seq = SeqCounter()
+    client = SupervisorClient(
+        root=root,
+        agent="fake",
+        policy=run_policy(Mode.READ_ONLY),
+        seq=seq,
+        emit=lambda _e: None,
+        approver=approver,
+    )
+    return asyncio.run(
+        run_acp_agent(
+            [sys.executable, str(script), scenario],
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)},
+            cwd=root,
+            prompt="hi",
+            client=client,
+            fold=AcpFold(seq, cwd=str(root)),
+            on_transcript=lambda _b: None,
+            max_runtime=60.0,
+            max_idle=max_idle,
+            grace=1.0,
+        )
+    )
+
+
+def test_a_silent_agent_is_ended_by_the_idle_budget(tmp_path: Path) -> None:
+    run = _idle_run(tmp_path, "silent", None, max_idle=2.0)
+    assert run.outcome.status == "timed_out"
+    assert "sent nothing for 2 s (--max-idle)" in run.outcome.reason
+    assert run.child.wall_time_s < 30  # not the 60 s runtime budget
+
+
+def test_a_question_open_to_the_person_does_not_count_as_silence(tmp_path: Path) -> None:
+    class Slow:
+        async def ask(self, request: ApprovalRequest) -> Answer:
+            await asyncio.sleep(4.0)  # twice the idle budget
+            return True
+
+    run = _idle_run(tmp_path, "ask", Slow(), max_idle=2.0)
+    assert run.outcome.status == "completed", run.outcome

@@ -136,3 +136,15 @@ def test_a_bad_config_policy_stops_the_run_with_its_sentence(tmp_path: Path) -> 
     assert done.returncode == 1
     assert f"{conf}, line 2: [[policy.rules]] entry 1" in done.stderr
     assert "decision is missing; add it" in done.stderr
+
+
+def test_max_idle_on_a_line_stream_agent_is_refused(tmp_path: Path) -> None:
+    done = _asup(tmp_path, "run", "codex-cli", "--task", "x", "--max-idle", "30")
+    assert done.returncode == 2
+    assert "--max-idle bounds the silence of ACP agents; codex-cli is not one" in done.stderr
+
+
+def test_max_idle_must_not_be_negative(tmp_path: Path) -> None:
+    done = _asup(tmp_path, "run", "opencode-acp", "--task", "x", "--max-idle", "-1")
+    assert done.returncode == 2
+    assert "--max-idle must be 0 (off) or a number of seconds" in done.stderr

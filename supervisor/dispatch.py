@@ -669,6 +669,22 @@ async def _launch(
             run.decisions.extend(sandbox.decisions)
 
 
+def _report_survivors(run: _Run, child: ChildResult) -> None:
+    """Each process of the run that outlived the child, named in a warning."""
+    for p in child.survivors_killed:
+        run.emit(
+            WarningRaised(run.seq(), f"killed a leftover process {p.pid} ({p.name})", "survivor")
+        )
+    for p in child.survivors_left:
+        run.emit(
+            WarningRaised(
+                run.seq(),
+                f"process {p.pid} ({p.name}) of the run did not end even after SIGKILL",
+                "survivor_left",
+            )
+        )
+
+
 async def _after_child(run: _Run) -> None:
     """What every transport does after its child ended, while the worktree still exists:
     each denied action named in a warning, and a write run's change staged for review."""
@@ -724,12 +740,7 @@ async def _run_in_worktree(
             run.emit(ev)
         for ev in codec.stderr_events(result.stderr_tail):
             run.emit(ev)
-        for p in result.survivors_killed:
-            run.emit(
-                WarningRaised(
-                    run.seq(), f"killed a leftover process {p.pid} ({p.name})", "survivor"
-                )
-            )
+        _report_survivors(run, result)
     await _after_child(run)
     if result.timed_out:
         outcome = Outcome(
@@ -786,5 +797,6 @@ async def _run_acp_in_worktree(
             cancel=run.cancel,
         )
         run.store.append_stderr(run.record.id, acp.child.stderr_tail)
+        _report_survivors(run, acp.child)
     await _after_child(run)
     return acp.outcome, acp.child, full_argv, child_argv

@@ -76,6 +76,7 @@ __all__ = [
     "ChildResult",
     "ChildSpawnError",
     "KilledProcess",
+    "ProcessWatch",
     "become_subreaper",
     "open_child",
     "run_child",
@@ -298,6 +299,60 @@ class _Tree:
             left = self.wait_gone(found, _KILL_WAIT)
         self.reap()
         return list(killed.values()), left
+
+
+class ProcessWatch:
+    """:func:`open_child`'s survivor rules for a child another module spawns itself (the ACP
+    client starts its agent with the stdin/stdout pipes JSON-RPC needs). Blocking methods: call
+    them from a worker thread.
+
+    ::
+
+        watch = ProcessWatch()                    # becomes a subreaper; makes the cookie
+        proc = spawn(argv, env=watch.env(env), start_new_session=True)
+        watch.started(proc.pid)
+        …watch.poll() every POLL_INTERVAL while it runs…
+        …end the child (TERM, grace, KILL of its group)…
+        killed, left = watch.sweep(grace)         # every survivor TERMed, then frozen and killed
+    """
+
+    def __init__(self) -> None:
+        become_subreaper()
+        self.cookie = secrets.token_hex(16)
+        self._tree: _Tree | None = None
+
+    def env(self, env: Mapping[str, str]) -> dict[str, str]:
+        """The child's environment with this run's cookie (:data:`COOKIE_VAR`)."""
+        return {**env, COOKIE_VAR: self.cookie}
+
+    def started(self, pid: int) -> None:
+        self._tree = _Tree(pid, self.cookie, time.time())
+        _ACTIVE[pid] = self._tree
+
+    def poll(self) -> None:
+        if self._tree is not None:
+            self._tree.poll()
+
+    def sweep(self, grace: float) -> tuple[tuple[KilledProcess, ...], tuple[KilledProcess, ...]]:
+        """After the child itself has gone: SIGTERM every process of the run, up to ``grace``
+        seconds for them to go, then freeze and SIGKILL what is left, in rounds. Returns (the
+        survivors killed, those even SIGKILL did not end in time)."""
+        tree = self._tree
+        if tree is None:
+            return (), ()
+        try:
+            survivors = tree.find()
+            for p in survivors:
+                _signal(p, signals.SIGTERM)
+            if survivors:
+                tree.wait_gone(survivors, grace)
+            killed, left = tree.kill_all()
+            named: dict[int, KilledProcess] = {}
+            for p in [*survivors, *killed]:
+                named.setdefault(p.pid, tree.describe(p))
+            return tuple(named.values()), tuple(tree.describe(p) for p in left)
+        finally:
+            _ACTIVE.pop(tree.root_pid, None)
 
 
 @dataclass(slots=True)

@@ -7,8 +7,11 @@
     observe: every JSON-RPC message, both ways ─▶ transcript line + AcpFold ─▶ RunEvents
     initialize (fs read/write, no terminal) ─▶ session/new (cwd = worktree, no MCP servers)
                          ─▶ session/prompt ─▶ stop reason | JSON-RPC error | budget/cancel
-    budget or cancel ─▶ session/cancel, a grace for the prompt to answer
+    budget, silence (max_idle) or cancel ─▶ session/cancel, a grace for the prompt to answer
     shutdown: close stdin, a short wait, SIGTERM the group, grace, SIGKILL the group
+    sweep: every other process of the run still alive (process.ProcessWatch: descendants
+           snapshotted while it ran, its session, the run's cookie, adopted daemons) TERMed,
+           then frozen and killed; named in ChildResult.survivors_killed
 
 The supervisor serves, inside the worktree only (:func:`resolve_in_worktree`):
 ``fs/read_text_file`` (a missing file inside reads as empty, as gemini needs) and
@@ -79,7 +82,13 @@ from supervisor.policy import (
     resolve_ask,
 )
 from supervisor.probe import Probe, probe_agent
-from supervisor.process import ChildResult, ChildSpawnError
+from supervisor.process import (
+    POLL_INTERVAL,
+    ChildResult,
+    ChildSpawnError,
+    KilledProcess,
+    ProcessWatch,
+)
 from supervisor.registry import AgentSpec, Mode
 
 __all__ = [
@@ -479,6 +488,7 @@ async def run_acp_agent(
     the person (an agent that retries a failing model API silently never ends by itself)."""
     started = time.monotonic()
     last_heard = [started]
+    watch = ProcessWatch()
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -486,7 +496,7 @@ async def run_acp_agent(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=cwd,
-            env=dict(env),
+            env=watch.env(env),
             start_new_session=True,
             limit=STREAM_LIMIT,
         )
@@ -521,6 +531,14 @@ async def run_acp_agent(
                 last_error.append(ev)
             client.emit(ev)
 
+    watch.started(proc.pid)
+
+    async def snapshots() -> None:
+        while True:
+            await asyncio.to_thread(watch.poll)
+            await asyncio.sleep(POLL_INTERVAL)
+
+    poller = asyncio.ensure_future(snapshots())
     drainer = asyncio.ensure_future(drain(proc.stderr))
     conn = acp.connect_to_agent(
         cast("acp.Client", client), proc.stdin, proc.stdout, observers=[observe]
@@ -616,6 +634,11 @@ async def run_acp_agent(
         client.stop()
         with contextlib.suppress(BaseException):
             await asyncio.shield(_shutdown(proc, grace))
+        poller.cancel()
+        survivors: tuple[KilledProcess, ...] = ()
+        left: tuple[KilledProcess, ...] = ()
+        with contextlib.suppress(BaseException):
+            survivors, left = await asyncio.shield(asyncio.to_thread(watch.sweep, grace))
         for fut in (talk, exited, canceled_by):
             if fut is not None and not fut.done():
                 fut.cancel()
@@ -639,6 +662,8 @@ async def run_acp_agent(
         stderr_tail=bytes(tail).decode("utf-8", "replace"),
         wall_time_s=time.monotonic() - started,
         first_byte_s=first_byte[0] if first_byte else None,
+        survivors_killed=survivors,
+        survivors_left=left,
     )
     return AcpRun(outcome, child, stop_reason)
 

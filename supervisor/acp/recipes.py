@@ -17,10 +17,13 @@ What goes here is what the lab measured on the pinned binaries (VENDORS.md, docs
   codex-cli.
 - gemini 0.61.0 (``gemini --acp``): ``GOOGLE_GEMINI_BASE_URL`` (from ``--endpoint``) and
   ``$HOME/.gemini/settings.json`` as the lab wrote it: auto-update, usage statistics and
-  telemetry off, ``general.maxAttempts = 1``, folder trust off, the ``gateway`` auth type when
-  an endpoint is given, and a pinned model (under the default "auto" it first asks a router
-  model and retries a failing request 3 times whatever ``maxAttempts`` says). It writes only
-  through ``fs/write_text_file`` after a permission request.
+  telemetry off, ``general.maxAttempts = 1``, the ``gateway`` auth type when an endpoint is
+  given, and a pinned model (under the default "auto" it first asks a router model and
+  retries a failing request 3 times whatever ``maxAttempts`` says). Unlike the lab, folder
+  trust is on: the worktree is then an untrusted folder, and gemini does not read its
+  ``.gemini/settings.json`` (which it merges over the user settings otherwise: a repository
+  could change the model, the retries or the tools). It writes only through
+  ``fs/write_text_file`` after a permission request.
 - opencode 1.18.33 (``opencode acp --pure``: no external plugins): ``OPENCODE_CONFIG`` naming
   a per-run config under HOME (one ``@ai-sdk/openai-compatible`` provider at
   ``<endpoint>/v1``, its key as ``{env:OPENAI_API_KEY}`` so the value never lands in a file,
@@ -111,9 +114,10 @@ def _codex_acp_config(base_url: str, key_var: str, model: str) -> str:
 
 def gemini_settings(model: str, *, gateway: bool) -> dict[str, Any]:
     """``$HOME/.gemini/settings.json``: nothing phones home, one attempt per model request,
-    the model pinned. ``gateway``: an endpoint was given (``GOOGLE_GEMINI_BASE_URL``); else
-    gemini picks its auth type from the environment (the API key)."""
-    security: dict[str, Any] = {"folderTrust": {"enabled": False}}
+    the model pinned, folder trust on (the worktree is untrusted, so its own
+    ``.gemini/settings.json`` is not merged over these). ``gateway``: an endpoint was given
+    (``GOOGLE_GEMINI_BASE_URL``); else gemini picks its auth type from the environment."""
+    security: dict[str, Any] = {"folderTrust": {"enabled": True}}
     if gateway:
         security["auth"] = {"selectedType": "gateway"}
     return {

@@ -414,3 +414,44 @@ def test_opencode_default_model_writes_with_apply_patch(
     assert len([e for e in evs if e["type"] == "review.staged"]) == 1
     assert not (repo / "NEW.md").exists()
     no_key_in_store(tmp_path)
+
+
+def commit(repo: Path, rel: str, text: str) -> None:
+    path = repo / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    git(repo, "add", rel)
+    git(repo, "commit", "-q", "-m", f"add {rel}")
+
+
+def test_gemini_ignores_the_worktrees_own_settings(
+    repo: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A repository's .gemini/settings.json would override the recipe's user settings (it did
+    with folder trust off); with folder trust on and the worktree untrusted it is not read."""
+    need("gemini-acp")
+    loose = {"model": {"name": "gemini-2.5-flash"}, "general": {"maxAttempts": 5}}
+    commit(repo, ".gemini/settings.json", json.dumps(loose))
+    done, evs, server = run(env, repo, "gemini-acp", [Reply((Text("hi"),))])
+    assert finished(evs)["status"] == "completed", why(done)
+    assert [e["model"] for e in evs if e["type"] == "agent.session"] == ["gemini-2.5-pro"]
+    assert [r.path for r in main_posts(server)] == [
+        "/v1beta/models/gemini-2.5-pro:streamGenerateContent"
+    ]
+
+
+def test_opencode_ignores_the_worktrees_own_config(
+    repo: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A repository's opencode.json is merged over OPENCODE_CONFIG unless
+    OPENCODE_DISABLE_PROJECT_CONFIG is set: one that allows every edit must not stop the
+    permission request."""
+    need("opencode-acp")
+    commit(repo, "opencode.json", json.dumps({"permission": {"edit": "allow", "bash": "allow"}}))
+    replies = [Reply((write_call("opencode-acp", "NEW.md"),)), Reply((Text("done"),))]
+    done, evs, _ = run(env, repo, "opencode-acp", replies)
+    assert finished(evs)["status"] == "completed", why(done)
+    asked = agent_requests(transcript(tmp_path))
+    assert "session/request_permission" in asked
+    assert "fs/write_text_file" not in asked
+    assert [d["path"] for d in evs if d["type"] == "permission.denied"] == ["NEW.md"]

@@ -79,8 +79,13 @@ def test_gemini_recipe_is_the_labs() -> None:
     assert recipe.argv == ["gemini", "--acp"]  # not the deprecated --experimental-acp
     assert recipe.env == {"GOOGLE_GEMINI_BASE_URL": "http://127.0.0.1:9"}
     assert list(recipe.home_files) == [GEMINI_SETTINGS]
-    # the settings the lab recorded with (model pinned: "auto" adds a router request)
-    assert json.loads(recipe.home_files[GEMINI_SETTINGS]) == acp_record_gemini.SETTINGS
+    # the settings the lab recorded with (model pinned: "auto" adds a router request), but
+    # folder trust on: the worktree is untrusted and its own .gemini/settings.json unread
+    settings = json.loads(recipe.home_files[GEMINI_SETTINGS])
+    lab = json.loads(json.dumps(acp_record_gemini.SETTINGS))
+    assert lab["security"].pop("folderTrust") == {"enabled": False}
+    assert settings["security"].pop("folderTrust") == {"enabled": True}
+    assert settings == lab
 
 
 def test_gemini_recipe_model_and_no_endpoint() -> None:

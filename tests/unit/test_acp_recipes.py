@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,11 +18,24 @@ from supervisor.acp.recipes import (
 )
 from supervisor.env import XDG_SUBDIRS, build_child_env, is_credential_shaped
 from supervisor.errors import Refusal
-from supervisor.lab import acp_record_gemini, acp_record_opencode
 from supervisor.registry import AGENTS, Mode, get_agent
 
 GEMINI = get_agent("gemini-acp")
 OPENCODE = get_agent("opencode-acp")
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "external"
+
+
+def lab_meta(agent: str, version: str) -> dict[str, Any]:
+    """What the lab recorded the pinned binary with (the plain_text meta file)."""
+    meta: dict[str, Any] = json.loads(
+        (FIXTURES / agent / version / "plain_text.meta.json").read_text()
+    )
+    assert meta["synthetic"] is False
+    return meta
+
+
+GEMINI_LAB = lab_meta("gemini-acp", "0.61.0")
+OPENCODE_LAB = lab_meta("opencode-acp", "1.18.33")
 
 
 def test_records() -> None:
@@ -36,8 +50,8 @@ def test_records() -> None:
         "OPENAI_API_KEY",
     )
     # the recorded range is the pinned, recorded version
-    assert GEMINI.recorded_range.contains(acp_record_gemini.VERSION)
-    assert OPENCODE.recorded_range.contains(acp_record_opencode.VERSION)
+    assert GEMINI.recorded_range.contains(GEMINI_LAB["vendor_version"])
+    assert OPENCODE.recorded_range.contains(OPENCODE_LAB["vendor_version"])
     assert not GEMINI.recorded_range.contains("0.62.0")
     for spec in (GEMINI, OPENCODE):
         assert spec.modes == (Mode.READ_ONLY, Mode.WORKTREE_WRITE)
@@ -82,7 +96,7 @@ def test_gemini_recipe_is_the_labs() -> None:
     # the settings the lab recorded with (model pinned: "auto" adds a router request), but
     # folder trust on: the worktree is untrusted and its own .gemini/settings.json unread
     settings = json.loads(recipe.home_files[GEMINI_SETTINGS])
-    lab = json.loads(json.dumps(acp_record_gemini.SETTINGS))
+    lab = json.loads(json.dumps(GEMINI_LAB["settings"]))
     assert lab["security"].pop("folderTrust") == {"enabled": False}
     assert settings["security"].pop("folderTrust") == {"enabled": True}
     assert settings == lab
@@ -110,15 +124,16 @@ def test_opencode_recipe() -> None:
     assert recipe.argv == ["opencode", "acp", "--pure"]
     assert recipe.env == {"OPENCODE_CONFIG": f"/run/home/{OPENCODE_CONFIG}", **OPENCODE_ENV}
     # every switch the lab used, and the project config off
-    lab_env = acp_record_opencode.agent_env(Path("/w"), Path("/c"), {})
-    lab_switches = {k: v for k, v in lab_env.items() if k.startswith("OPENCODE_DISABLE_")}
-    assert lab_switches.items() <= recipe.env.items()
+    lab_switches = [n for n in OPENCODE_LAB["env_names"] if n.startswith("OPENCODE_DISABLE_")]
+    assert len(lab_switches) == 7
+    assert all(recipe.env[n] == "1" for n in lab_switches)
+    assert recipe.argv[1:] == OPENCODE_LAB["argv"][1:]
     assert recipe.env["OPENCODE_DISABLE_PROJECT_CONFIG"] == "1"
     assert recipe.env["npm_config_offline"] == "true"
     # the XDG dirs are the env builder's (under the per-run HOME), never the recipe's
     assert not set(recipe.env) & set(XDG_SUBDIRS)
     config = json.loads(recipe.home_files[OPENCODE_CONFIG])
-    lab = acp_record_opencode.config_for("http://127.0.0.1:9")
+    lab = OPENCODE_LAB["config"]
     provider = config["provider"][config["enabled_providers"][0]]
     assert config["enabled_providers"] == list(config["provider"])
     assert provider["npm"] == lab["provider"]["lab"]["npm"]
@@ -128,7 +143,7 @@ def test_opencode_recipe() -> None:
     }
     assert list(provider["models"]) == ["lab-model"]
     assert config["model"] == config["small_model"] == f"{config['enabled_providers'][0]}/lab-model"
-    assert config["permission"]["edit"] == config["permission"]["bash"] == "ask"
+    assert lab["permission"].items() <= config["permission"].items()
     assert (config["autoupdate"], config["share"], config["snapshot"]) == (False, "disabled", False)
 
 

@@ -246,11 +246,16 @@ def action_for_tool_call(call: Mapping[str, Any], *, agent: str, root: Path) -> 
             target = urlsplit(url).hostname if isinstance(url, str) else None
         case _:
             target = None
+    if tool is None and title is not None:
+        repeats = title in (*paths, target) or (command is not None and title in command)
+        tool = None if repeats else title
     return Action(
         risk=risk,
         target=target if target is not None else (title or tool or "unknown"),
         agent=agent,
-        tool=tool or title,
+        # the agent's tool name; a title that only repeats the target (opencode titles a write
+        # with its path, codex a command with its command line) says nothing more: the kind
+        tool=tool or (kind if isinstance(kind, str) else None),
     )
 
 

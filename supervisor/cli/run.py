@@ -51,7 +51,8 @@ EXIT_CODES: dict[OutcomeStatus, int] = {
 }
 EXIT_REFUSED = 3
 # An ACP agent that sends nothing for this long is ended (opencode retries a failing model API
-# silently for ever); a question open to the person does not count.
+# silently for over a minute, an agent can hang on a stalled stream); a question open to the
+# person does not count.
 DEFAULT_MAX_IDLE_S = 600.0
 MISSING = "—"
 

@@ -357,8 +357,8 @@ def test_cancel_mid_turn(agent: str, repo: Path, env: dict[str, str], tmp_path: 
 def test_opencode_retrying_a_failing_model_api_is_ended_by_the_idle_budget(
     repo: Path, env: dict[str, str]
 ) -> None:
-    """opencode answers an HTTP 500 by retrying with growing backoff and saying nothing over
-    ACP, for ever; the silence budget decides the run."""
+    """opencode answers an HTTP 500 by retrying with growing backoff (2, 4, 8, 16, 32 s) and
+    says nothing over ACP meanwhile; a silence budget shorter than its waits decides the run."""
     need("opencode-acp")
     with FakeModelServer(Script([Reply(http_status=500, repeat=1000)])) as server:
         started = time.monotonic()

@@ -506,3 +506,33 @@ def test_a_question_open_to_the_person_does_not_count_as_silence(tmp_path: Path)
 
     run = _idle_run(tmp_path, "ask", Slow(), max_idle=2.0)
     assert run.outcome.status == "completed", run.outcome
+
+
+@pytest.mark.parametrize(
+    ("call", "tool"),
+    [
+        # opencode titles a write with its path: the kind names the tool
+        ({"kind": "edit", "title": "{root}/N.md", "locations": [{"path": "{root}/N.md"}]}, "edit"),
+        # codex titles a command with the command it wraps in `bash -lc`
+        (
+            {
+                "kind": "execute",
+                "title": "echo hi",
+                "rawInput": {"command": ["/bin/bash", "-lc", "echo hi"]},
+            },
+            "execute",
+        ),
+        # a title that says more than the target is kept
+        ({"kind": "read", "title": "Read file", "locations": [{"path": "{root}/a"}]}, "Read file"),
+        ({"kind": "edit", "_meta": {"claudeCode": {"toolName": "Write"}}, "title": "x"}, "Write"),
+    ],
+)
+def test_the_tool_named_in_an_action_is_not_a_repeat_of_its_target(
+    tree: Path, call: dict[str, Any], tool: str
+) -> None:
+    import json
+
+    from supervisor.acp.client import action_for_tool_call
+
+    bound = json.loads(json.dumps(call).replace("{root}", str(tree)))
+    assert action_for_tool_call(bound, agent="a", root=tree).tool == tool

@@ -271,7 +271,7 @@ def test_a_background_process_holding_stdout_does_not_outlive_the_child(tmp_path
     assert b"".join(chunks) == b"started\n"
     assert result.exit_code == 0
     assert not result.timed_out
-    assert result.wall_time_s < 3.0
+    assert result.wall_time_s < 15.0  # not the 30 s the background sleep would hold stdout
     assert [k.name for k in result.survivors_killed] == ["sleep"]
     assert all(gone(k.pid) for k in result.survivors_killed)
     assert result.survivors_left == ()

@@ -50,7 +50,11 @@ def test_builtin_profiles_load_and_name_themselves() -> None:
     assert (rw.name, rw.worktree) == ("worktree-write", WorktreeAccess.READ_WRITE)
     for p in (ro, rw):
         assert p.network is NetworkMode.RESTRICTED
-        assert p.allowed_domains == ("api.anthropic.com", "api.openai.com")
+        assert p.allowed_domains == (
+            "api.anthropic.com",
+            "api.openai.com",
+            "generativelanguage.googleapis.com",
+        )
         assert p.denied_domains == ()
 
 

@@ -126,7 +126,7 @@ def scrub(value: Any, subs: dict[str, str]) -> Any:
     if isinstance(value, list):
         return [scrub(v, subs) for v in value]
     if isinstance(value, dict):
-        return {k: scrub(v, subs) for k, v in value.items()}
+        return {scrub(k, subs): scrub(v, subs) for k, v in value.items()}
     return value
 
 

@@ -24,7 +24,7 @@ LAB_IDS = sorted(ACP_LABS)
 
 def test_every_acp_agent_has_a_lab_at_its_recorded_version() -> None:
     acp_agents = {a.id for a in AGENTS.values() if a.transport == "acp"}
-    assert set(ACP_LABS) <= acp_agents
+    assert set(ACP_LABS) == acp_agents
     for agent_id in LAB_IDS:
         lab = get_acp_lab(agent_id)
         assert lab.agent_id == agent_id
@@ -68,6 +68,17 @@ def test_the_lab_launches_the_agent_with_the_products_recipe(agent_id: str) -> N
         assert "127.0.0.1:4242" in blob
 
 
+def test_codex_acp_config_is_the_recipes_offline_config() -> None:
+    lab = get_acp_lab("codex-acp")
+    scenario = lab.scenarios["write_file"]
+    launch = lab.launch(AcpContext(scenario, Path("/w"), "http://127.0.0.1:9"), path="/bin")
+    config = launch.home_files[".codex/config.toml"]
+    assert launch.env["CODEX_HOME"] == "/w/home/.codex"  # not under TMPDIR
+    assert 'base_url = "http://127.0.0.1:9/v1"' in config
+    assert "shell_snapshot = false" in config
+    assert 'approval_policy = "untrusted"' in config
+
+
 def test_bind_replies_binds_the_repo_and_keeps_every_fault() -> None:
     replies = (
         Reply((ToolCall("Read", {"file_path": "<repo>/a.py"}),), hold_after_events=7),
@@ -105,6 +116,7 @@ def _recorded_options(agent: str, scenario: str) -> list[Any]:
         ("claude-acp", "write_file", "allow", "reject"),
         ("gemini-acp", "write_file", "proceed_once", "cancel"),
         ("opencode-acp", "write_file", "once", "reject"),
+        ("codex-acp", "shell_command", "approved", "abort"),
     ],
 )
 def test_permission_answers_pick_the_agents_own_once_options(
@@ -117,12 +129,25 @@ def test_permission_answers_pick_the_agents_own_once_options(
     assert acp_record.choose_option(only_always, "reject") is None  # answered "cancelled"
 
 
+def test_what_the_recorder_answered_is_in_the_recording() -> None:
+    """The committed codex recordings answered as their scenarios say."""
+    for scenario, option in (("shell_command", "approved"), ("permission_rejected", "abort")):
+        path = FIXTURES / "codex-acp" / "0.16.0" / f"{scenario}.jsonl"
+        answers = [
+            r["message"]["result"]["outcome"]
+            for r in acp_record.read_records(path)
+            if r["direction"] == "out" and "outcome" in (r["message"].get("result") or {})
+        ]
+        assert answers == [{"outcome": "selected", "optionId": option}]
+
+
 def test_placeholders_replace_the_longest_path_first() -> None:
     lab = get_acp_lab("claude-acp")
     subs = acp_record.placeholders(Path("/s/w"), lab, "http://127.0.0.1:5")
     text = "/s/w/repo/a /s/w/home/.claude /s/w/x http://127.0.0.1:5/v1 " + str(lab.binary)
-    assert acp_record.scrub({"k": [text]}, subs) == {
-        "k": ["<repo>/a <home>/.claude <workdir>/x <fake>/v1 <vendor-bin>/claude-agent-acp"]
+    assert acp_record.scrub({"k": [text], "/s/w/repo/N.md": 1}, subs) == {
+        "k": ["<repo>/a <home>/.claude <workdir>/x <fake>/v1 <vendor-bin>/claude-agent-acp"],
+        "<repo>/N.md": 1,  # codex keys apply_patch changes by path
     }
 
 
@@ -157,12 +182,12 @@ def test_every_scenario_has_a_real_offline_recording(agent_id: str) -> None:
 
 
 def test_the_cli_lists_and_refuses_unknown_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
-    assert acp_record.main(["--agent", "claude-acp", "--list"]) == 0
+    assert acp_record.main(["--agent", "codex-acp", "--list"]) == 0
     listed = capsys.readouterr().out
-    for name in get_acp_lab("claude-acp").scenarios:
+    for name in get_acp_lab("codex-acp").scenarios:
         assert f"{name}: " in listed
     with pytest.raises(SystemExit) as exc:
-        acp_record.main(["--agent", "claude-acp", "--scenario", "no_such"])
+        acp_record.main(["--agent", "codex-acp", "--scenario", "no_such"])
     assert exc.value.code == 2
     assert "no_such" in capsys.readouterr().err
 
@@ -177,7 +202,7 @@ def test_the_gemini_and_opencode_entry_points_pick_their_agent(
 
 
 def test_a_missing_binary_is_said_with_its_install_script(tmp_path: Path) -> None:
-    lab = get_acp_lab("claude-acp")
+    lab = get_acp_lab("codex-acp")
 
     class Missing(type(lab)):  # type: ignore[misc]
         binary_rel = "nowhere/codex-acp"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from supervisor.lab.acp_agents.base import AcpAgentLab, AcpContext, AcpLaunch, AcpScenario
 from supervisor.lab.acp_agents.claude import ClaudeAcpLab
+from supervisor.lab.acp_agents.codex import CodexAcpLab
 from supervisor.lab.acp_agents.gemini import GeminiAcpLab
 from supervisor.lab.acp_agents.opencode import OpencodeAcpLab
 
@@ -19,7 +20,7 @@ __all__ = [
 ]
 
 ACP_LABS: dict[str, type[AcpAgentLab]] = {
-    lab.agent_id: lab for lab in (ClaudeAcpLab, GeminiAcpLab, OpencodeAcpLab)
+    lab.agent_id: lab for lab in (ClaudeAcpLab, CodexAcpLab, GeminiAcpLab, OpencodeAcpLab)
 }
 
 

@@ -61,7 +61,7 @@ from supervisor.events import (
 )
 from supervisor.launch import endpoint_host, plan_launch
 from supervisor.policy import Policy
-from supervisor.probe import ProbeState, probe_agent
+from supervisor.probe import PROBE_CACHE, ProbeState, probe_agent
 from supervisor.process import ChildResult, run_child
 from supervisor.prompt import compose_prompt, redact_dirty
 from supervisor.redact import redact_patch
@@ -276,7 +276,7 @@ async def dispatch_run(
     probe = (
         probe_acp_agent(agent, host_env)
         if agent.transport == "acp"
-        else probe_agent(agent, host_env)
+        else probe_agent(agent, host_env, cache=paths.cache_dir(host_env) / PROBE_CACHE)
     )
     if probe.state is not ProbeState.INSTALLED or probe.binary_path is None:
         raise Refusal(

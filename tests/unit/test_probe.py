@@ -119,3 +119,41 @@ def test_acp_agent_version_comes_from_its_npm_package_and_nothing_runs(tmp_path:
     p = probe_agent(AGENTS["codex-acp"], env_with(bin_dir))
     assert (p.state, p.version, p.in_recorded_range) == (ProbeState.INSTALLED, "0.16.0", True)
     assert not marker.exists()
+
+
+def test_a_found_version_is_cached_by_the_binarys_identity(bin_dir: Path, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    cache = tmp_path / "cache" / "probes.json"
+    fake_cli(bin_dir, "claude", f'echo x >> "{runs}"; echo "2.1.197 (Claude Code)"')
+    first = probe_agent(AGENTS["claude-cli"], env_with(bin_dir), cache=cache)
+    second = probe_agent(AGENTS["claude-cli"], env_with(bin_dir), cache=cache)
+    assert first == second
+    assert second.version == "2.1.197"
+    assert runs.read_text().count("x") == 1  # the second answer came from the cache
+
+
+def test_an_upgraded_binary_is_probed_again(bin_dir: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "probes.json"
+    fake_cli(bin_dir, "claude", 'echo "2.1.197 (Claude Code)"')
+    assert probe_agent(AGENTS["claude-cli"], env_with(bin_dir), cache=cache).version == "2.1.197"
+    fake_cli(bin_dir, "claude", 'echo "2.1.300 (Claude Code)" # a longer file: another size')
+    upgraded = probe_agent(AGENTS["claude-cli"], env_with(bin_dir), cache=cache)
+    assert upgraded.version == "2.1.300"
+    assert upgraded.in_recorded_range is False
+    assert len(json.loads(cache.read_text())) == 1  # the old entry was replaced
+
+
+def test_a_broken_probe_is_not_cached_and_a_bad_cache_is_ignored(
+    bin_dir: Path, tmp_path: Path
+) -> None:
+    cache = tmp_path / "probes.json"
+    fake_cli(bin_dir, "claude", "exit 3")
+    assert probe_agent(AGENTS["claude-cli"], env_with(bin_dir), cache=cache).state is (
+        ProbeState.BROKEN
+    )
+    assert not cache.exists()
+    cache.write_text("{not json")
+    fake_cli(bin_dir, "claude", 'echo "2.1.197 (Claude Code)"')
+    p = probe_agent(AGENTS["claude-cli"], env_with(bin_dir), cache=cache)
+    assert (p.state, p.version) == (ProbeState.INSTALLED, "2.1.197")
+    assert json.loads(cache.read_text()) != {}  # rewritten whole

@@ -333,6 +333,14 @@ class ProcessWatch:
         if self._tree is not None:
             self._tree.poll()
 
+    def signal_known(self, sig: int) -> None:
+        """Send ``sig`` to every process of the run known so far but the child itself (those
+        outside its process group, e.g. a sandbox's init in a session of its own), as
+        :func:`open_child`'s teardown does alongside the group signal."""
+        if self._tree is not None:
+            for p in self._tree.find():
+                _signal(p, sig)
+
     def sweep(self, grace: float) -> tuple[tuple[KilledProcess, ...], tuple[KilledProcess, ...]]:
         """After the child itself has gone: SIGTERM every process of the run, up to ``grace``
         seconds for them to go, then freeze and SIGKILL what is left, in rounds. Returns (the

@@ -638,7 +638,7 @@ async def run_acp_agent(
     finally:
         client.stop()
         with contextlib.suppress(BaseException):
-            await asyncio.shield(_shutdown(proc, grace))
+            await asyncio.shield(_shutdown(proc, grace, watch))
         poller.cancel()
         survivors: tuple[KilledProcess, ...] = ()
         left: tuple[KilledProcess, ...] = ()
@@ -673,8 +673,10 @@ async def run_acp_agent(
     return AcpRun(outcome, child, stop_reason)
 
 
-async def _shutdown(proc: asyncio.subprocess.Process, grace: float) -> None:
-    """Close stdin, a short wait; SIGTERM the group, ``grace``; SIGKILL the group."""
+async def _shutdown(proc: asyncio.subprocess.Process, grace: float, watch: ProcessWatch) -> None:
+    """Close stdin, a short wait; SIGTERM the group and every known process of the run,
+    ``grace``; SIGKILL the same (the sandbox's init runs in a session of its own, so the group
+    signal alone misses it and it would linger until --die-with-parent ends it)."""
     if proc.stdin is not None:
         with contextlib.suppress(Exception):
             proc.stdin.close()
@@ -683,6 +685,7 @@ async def _shutdown(proc: asyncio.subprocess.Process, grace: float) -> None:
             await asyncio.wait_for(proc.wait(), min(STDIN_CLOSE_WAIT_S, grace))
     if proc.returncode is None:
         await _signal_group(proc.pid, signal.SIGTERM)
+        await asyncio.to_thread(watch.signal_known, signal.SIGTERM)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(proc.wait(), grace)
     await _signal_group(proc.pid, signal.SIGKILL)  # whatever of the group is left

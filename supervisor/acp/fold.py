@@ -372,9 +372,13 @@ class AcpFold:
         if kind in ("agent_message_chunk", "agent_thought_chunk"):
             return self._chunk(kind, update)
         events = self._flush()
-        if kind == "tool_call":
-            return events + self._tool_call(update)
-        if kind == "tool_call_update":
+        if kind in ("tool_call", "tool_call_update"):
+            wrong = _malformed_tool_fields(update)
+            if wrong:
+                reason = f"{kind} with fields of the wrong type: {', '.join(wrong)}"
+                return [*events, self._unknown(msg, reason)]
+            if kind == "tool_call":
+                return events + self._tool_call(update)
             return events + self._tool_call_update(update)
         if kind == "usage_update":
             return events + self._usage_update(update, params)
@@ -521,3 +525,25 @@ def _first_path(call: dict[str, Any], fold: AcpFold) -> str | None:
             if path is not None:
                 return fold._relpath(path)
     return None
+
+
+# The ACP ToolCall / ToolCallUpdate fields the fold reads, and the JSON types they must have
+# when present (the schema's; None, an absent value, is always fine).
+_TOOL_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "toolCallId": str,
+    "title": str,
+    "kind": str,
+    "status": str,
+    "content": list,
+    "locations": list,
+    "_meta": dict,
+}
+
+
+def _malformed_tool_fields(update: dict[str, Any]) -> list[str]:
+    """The names of the fields of a tool call update whose value has the wrong JSON type."""
+    return [
+        name
+        for name, wanted in _TOOL_FIELD_TYPES.items()
+        if update.get(name) is not None and not isinstance(update[name], wanted)
+    ]

@@ -164,13 +164,6 @@ def test_an_unknown_update_kind_is_counted_and_the_next_message_still_folds(agen
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-@pytest.mark.xfail(
-    strict=True,
-    reason="AcpFold accepts a tool_call whose every field has the wrong shape: it makes a "
-    "ToolCallStarted with a synthetic id, name 'unknown' and the malformed rawInput as input "
-    "instead of counting it as Unrecognized (supervisor/acp/fold.py: _tool_call and _start "
-    "check no field's type)",
-)
 def test_a_malformed_known_update_is_counted_and_its_seq_given_back(agent: str) -> None:
     recs, index = first_tool_call(agent)
     rec = copy.deepcopy(recs[index])

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from supervisor.lab.acp_agents import ACP_LABS, AcpAgentLab, AcpContext, AcpScenario, get_acp_lab
-from supervisor.lab.recorder import _git, _request_summary, files_changed
+from supervisor.lab.recorder import files_changed, lab_git, request_summary
 from supervisor.lab.script import Reply, Script, ToolCall
 from supervisor.lab.server import FakeModelServer
 
@@ -93,9 +93,9 @@ def make_workdir(workdir: Path) -> None:
         path = repo / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "lab seed")
+    lab_git(repo, "init", "-q", "-b", "main")
+    lab_git(repo, "add", "-A")
+    lab_git(repo, "commit", "-q", "-m", "lab seed")
 
 
 def _unshare_argv(job_file: Path) -> list[str]:
@@ -297,7 +297,7 @@ def record(lab: AcpAgentLab, name: str, out: Path, scratch: Path) -> Path:
         "cancelled_after_s": result["cancelled_after_s"],
         "stderr_tail": scrub(stderr.decode("utf-8", "replace"), subs),
         "files_changed": files_changed(workdir / "repo"),
-        "requests": _request_summary(requests),
+        "requests": request_summary(requests),
         "request_paths": sorted({scrub(r["path"], subs) for r in requests}),
         "request_bodies": scrub([body_outline(r) for r in requests], subs),
         "netns_links": result["netns_links"],

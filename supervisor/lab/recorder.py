@@ -44,8 +44,10 @@ __all__ = [
     "STDERR_TAIL_BYTES",
     "LabRunError",
     "RecordedRun",
+    "lab_git",
     "main",
     "record",
+    "request_summary",
     "run_scenario",
 ]
 
@@ -100,7 +102,7 @@ class RecordedRun:
         return out
 
 
-def _git(repo: Path, *args: str) -> str:
+def lab_git(repo: Path, *args: str) -> str:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(repo), **_GIT_ENV}
     out = subprocess.run(
         ["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True
@@ -123,15 +125,15 @@ def _make_workdir(workdir: Path, scenario: Scenario) -> RunContext:
         path = ctx.repo / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    _git(ctx.repo, "init", "-q", "-b", "main")
-    _git(ctx.repo, "add", "-A")
-    _git(ctx.repo, "commit", "-q", "--allow-empty", "-m", "lab seed")
+    lab_git(ctx.repo, "init", "-q", "-b", "main")
+    lab_git(ctx.repo, "add", "-A")
+    lab_git(ctx.repo, "commit", "-q", "--allow-empty", "-m", "lab seed")
     return ctx
 
 
 def files_changed(repo: Path) -> list[dict[str, str]]:
     """Paths changed vs HEAD (tracked and untracked), with their kind."""
-    out = _git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all")
+    out = lab_git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all")
     entries = out.split("\0")
     changes: list[dict[str, str]] = []
     i = 0
@@ -165,7 +167,7 @@ def _tail(data: bytes, ctx: RunContext) -> str:
     return _placeholder(data[-STDERR_TAIL_BYTES:].decode("utf-8", "replace"), ctx)
 
 
-def _request_summary(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def request_summary(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Requests grouped by (method, path, lane) in order of first arrival, with each one's
     status and whether it asked for a stream."""
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
@@ -209,7 +211,7 @@ def _step_meta(step: dict[str, Any], ctx: RunContext, file_name: str) -> dict[st
         "wall_time_s": step["wall_time_s"],
         "session": step["session"],
         "stderr_tail": _tail(stderr, ctx),
-        "requests": _request_summary(step["requests"]),
+        "requests": request_summary(step["requests"]),
         "replies_left": step["replies_left"],
     }
 
@@ -275,7 +277,7 @@ def run_scenario(agent_id: str, scenario_name: str, workdir: Path) -> RecordedRu
         "wall_time_s": round(sum(s["wall_time_s"] for s in steps), 3),
         "stderr_tail": last["stderr_tail"],
         "files_changed": files_changed(ctx.repo),
-        "requests": _request_summary([r for s in result["steps"] for r in s["requests"]]),
+        "requests": request_summary([r for s in result["steps"] for r in s["requests"]]),
         "netns_links": result["netns_links"],
         "expect": _expect_dict(scenario.expect),
         "steps": steps,

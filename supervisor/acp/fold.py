@@ -160,6 +160,9 @@ class AcpFold:
         self._turn_text: str | None = None
         self._cost: dict[str, Usage] = {}
         self._closed = False
+        self._agent_name: str | None = None  # initialize's agentInfo.name
+        self._prompts = 0
+        self._partial_said = False
 
     # -- the stream -------------------------------------------------------------------------
 
@@ -292,6 +295,10 @@ class AcpFold:
         if "error" in msg:
             return [self._error(_dict(msg["error"]), method)]
         result = _dict(msg.get("result"))
+        if method == "initialize":
+            info = _dict(result.get("agentInfo"))
+            self._agent_name = _str(info.get("name"))
+            return []
         if method in ("session/new", "session/load", "session/resume", "session/fork"):
             sid = _str(result.get("sessionId")) or _str(params.get("sessionId"))
             if sid is None:
@@ -334,7 +341,24 @@ class AcpFold:
             cost = self._cost.get(sid)
             if cost is not None:
                 figures = figures + cost
-            events.append(UsageReported(self.seq(), figures, "cumulative", sid))
+            if self._agent_name == "OpenCode":
+                # opencode reports its last model request's figures, not the turn's nor the
+                # session's: one message's usage; the turn's other requests are not counted
+                self._prompts += 1
+                key = f"{sid}#prompt-{self._prompts}"
+                events.append(UsageReported(self.seq(), figures, "message", key))
+                if not self._partial_said:
+                    self._partial_said = True
+                    events.append(
+                        WarningRaised(
+                            self.seq(),
+                            "opencode reports only the last model request's tokens of a "
+                            "prompt; the run's usage counts fewer tokens than were used",
+                            "usage_partial",
+                        )
+                    )
+            else:
+                events.append(UsageReported(self.seq(), figures, "cumulative", sid))
         ok = stop == "end_turn"
         events.append(TurnEnded(self.seq(), ok, self._turn_text, stop_reason=stop))
         return events

@@ -278,7 +278,7 @@ def test_opencode_read_file_reads_the_disk_itself() -> None:
 def test_opencode_write_file_asks_then_writes_through_the_client() -> None:
     _, events = replay("write_file")
     warnings = [e for e in events if isinstance(e, WarningRaised)]
-    assert [w.code for w in warnings] == ["permission_request"]
+    assert [w.code for w in warnings] == ["permission_request", "usage_partial"]
     assert "once, always, reject" in warnings[0].message
     changes = [(e.path, e.kind) for e in events if isinstance(e, FileChanged)]
     assert changes == [("NOTES.md", "add")]
@@ -295,3 +295,17 @@ def test_opencode_http_500_retries_until_cancelled_and_says_end_turn() -> None:
     assert not [e for e in events if isinstance(e, MessageEmitted)]
     turn = [e for e in events if isinstance(e, TurnEnded)]
     assert [(t.stop_reason, t.final_text) for t in turn] == [("end_turn", None)]
+
+
+def test_opencode_usage_is_one_requests_not_a_running_total() -> None:
+    """opencode's prompt result carries the last model request's tokens: folded as one
+    message's figures (not a cumulative total), with a warning that the run undercounts."""
+    from supervisor.events import UsageReported
+    from supervisor.summary import fold
+
+    _, events = replay("write_file")
+    usage = [e for e in events if isinstance(e, UsageReported)]
+    assert [u.scope for u in usage] == ["message"]
+    assert usage[0].usage.input_tokens is not None
+    assert [e.code for e in events if isinstance(e, WarningRaised)][-1] == "usage_partial"
+    assert fold(events).usage.input_tokens == usage[0].usage.input_tokens

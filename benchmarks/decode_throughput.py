@@ -6,8 +6,12 @@ A large transcript is built by repeating every recorded transcript of an agent (
 output from ``fixtures/external``) until it reaches the size. Each measurement runs in a fresh
 child process, so its peak RSS is its own: the baseline reads the file in 1 MiB blocks, splits
 lines and ``json.loads`` each one; the codec path reads the same blocks and runs
-``decode_transcript(..., keep_events=False)`` (codec + fold, constant memory). The runs of both
-alternate, best of ``--repeat`` counts. The ratio is codec throughput / baseline throughput.
+``decode_transcript(..., keep_events=False)`` (codec + fold, constant memory). For an ACP agent
+(``claude-acp``, ``codex-acp``, ``gemini-acp``, ``opencode-acp``) the transcript is recorded
+JSON-RPC (one ``{"direction", "message"}`` record a line) and the path is ``json.loads`` of each
+line, ``AcpFold.feed_record`` and the run summary's ``Folder``: the same work ``asup run`` does
+for each message. The runs of both alternate, best of ``--repeat`` counts. The ratio is codec
+throughput / baseline throughput.
 """
 
 from __future__ import annotations
@@ -75,6 +79,25 @@ def child(mode: str, agent: str, path: Path) -> dict[str, float | int]:
         if rest:
             loads(rest)
         count = lines
+    elif agent.endswith("-acp"):
+        import orjson
+
+        from supervisor.acp.fold import AcpFold
+        from supervisor.summary import Folder
+
+        fold, folder = AcpFold(), Folder()
+        rest = b""
+        for block in _blocks(path):
+            chunk = rest + block
+            parts = chunk.split(b"\n")
+            rest = parts.pop()
+            for line in parts:
+                if line:
+                    for ev in fold.feed_record(orjson.loads(line)):
+                        folder.add(ev)
+        for ev in fold.close():
+            folder.add(ev)
+        count = folder.summary().events
     else:
         run = decode_transcript(agent, _blocks(path), exit_code=0, keep_events=False)
         count = run.summary.events

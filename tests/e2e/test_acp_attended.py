@@ -8,34 +8,39 @@ only through the restricted network's forward. Skipped only when a vendor binary
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import select
 import signal
 import subprocess
-import sys
-import termios
 import time
 from pathlib import Path
 from typing import Any
 
+import helpers
 import psutil
 import pytest
+from helpers import (
+    ACP_BIN,
+    ASUP,
+    DUMMY_KEYS,
+    GEMINI_BIN,
+    OPENCODE_BIN,
+    asup,
+    enabled,
+    events,
+    git,
+    on_pty,
+    scratch_repo,
+    transcript,
+    user_env,
+)
 
 from supervisor.lab.script import Reply, Script, Text, ToolCall
 from supervisor.lab.server import FakeModelServer
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
-VENDOR = ROOT / "vendor"
-BIN_DIRS = [
-    VENDOR / "acp" / "node_modules" / ".bin",
-    VENDOR / "gemini" / "node_modules" / ".bin",
-    VENDOR / "opencode" / "node_modules" / ".bin",
-]
-ASUP = [sys.executable, "-m", "supervisor.cli.main"]
+BIN_DIRS = [ACP_BIN, GEMINI_BIN, OPENCODE_BIN]
 BINARY = {
     "claude-acp": "claude-agent-acp",
     "codex-acp": "codex-acp",
@@ -55,84 +60,19 @@ TIMEOUT_S = 180.0
 QUESTION = b"(y = allow once, n = deny, Enter = deny): "
 
 
-def git(repo: Path, *args: str) -> str:
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(repo.parent),
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_AUTHOR_NAME": "user",
-        "GIT_AUTHOR_EMAIL": "user@example.invalid",
-        "GIT_COMMITTER_NAME": "user",
-        "GIT_COMMITTER_EMAIL": "user@example.invalid",
-    }
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=True
-    ).stdout
-
-
 def need(agent: str) -> None:
-    binary = BINARY[agent]
-    if not any((d / binary).exists() for d in BIN_DIRS):
-        pytest.skip(f"{binary} is not installed (run `make vendor`)")
+    helpers.need(BINARY[agent], *BIN_DIRS, hint="run `make vendor`")
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "project"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "README.md").write_text("# project\n\nThe answer is 42.\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "init")
-    return repo
+    return scratch_repo(tmp_path)
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    (tmp_path / "userhome").mkdir()
-    env = {
-        "PATH": ":".join([*map(str, BIN_DIRS), "/usr/local/bin:/usr/bin:/bin"]),
-        "HOME": str(tmp_path / "userhome"),
-        "LANG": "C.UTF-8",
-        "TERM": "dumb",
-        "XDG_STATE_HOME": str(tmp_path / "state"),
-        "XDG_CONFIG_HOME": str(tmp_path / "config"),
-        "XDG_CACHE_HOME": str(tmp_path / "cache"),
-        "ANTHROPIC_API_KEY": "dummy-anthropic-key",
-        "OPENAI_API_KEY": "dummy-openai-key",
-        "GEMINI_API_KEY": "dummy-gemini-key",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "PYTHONPATH": str(ROOT),
-    }
-    done = subprocess.run([*ASUP, "config", "enable"], env=env, capture_output=True, check=False)
-    assert done.returncode == 0, done.stderr
-    return env
-
-
-def _take_terminal() -> None:
-    """In the child: a new session whose controlling terminal is the pty on stdin."""
-    os.setsid()
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-
-def _read_until(fd: int, needle: bytes, out: bytearray, deadline: float) -> bool:
-    """Read the pty's master into ``out`` until ``needle`` came (True) or the child closed
-    every slave end (False)."""
-    while needle not in out:
-        left = deadline - time.monotonic()
-        assert left > 0, f"no {needle!r} within {TIMEOUT_S} s; got {bytes(out)[-3000:]!r}"
-        ready, _, _ = select.select([fd], [], [], left)
-        if not ready:
-            continue
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:  # EIO: every slave end is closed
-            return False
-        if not chunk:
-            return False
-        out.extend(chunk)
-    return True
+    keys = {**DUMMY_KEYS, "GEMINI_API_KEY": "dummy-gemini-key"}
+    return enabled(user_env(tmp_path, BIN_DIRS, keys, TERM="dumb", GIT_CONFIG_GLOBAL=os.devnull))
 
 
 def _events(out: bytes) -> list[dict[str, Any]]:
@@ -155,39 +95,23 @@ def _run_on_pty(
 ) -> tuple[int, list[dict[str, Any]], str, FakeModelServer]:
     """`asup run --json` with the pty as stdin, stdout, stderr and controlling terminal. With
     ``answer``, wait for the question and type it; else expect none."""
-    master, slave = os.openpty()
     with FakeModelServer(Script(list(replies))) as server:
-        proc = subprocess.Popen(
+        code, out = on_pty(
             [
                 *ASUP,
                 *("run", agent, "--task", "Do the thing.", "--json"),
                 *("--endpoint", server.base_url, *MODEL[agent]),
                 *("--max-runtime", "150", *extra),
             ],
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            cwd=repo,
             env=env,
-            preexec_fn=_take_terminal,  # noqa: PLW1509 - the child needs its own terminal
+            cwd=repo,
+            timeout=TIMEOUT_S,
+            question=None if answer is None else QUESTION,
+            answer=b"" if answer is None else answer,
+            controlling_terminal=True,  # the child needs its own terminal
         )
-        os.close(slave)
-        out = bytearray()
-        deadline = time.monotonic() + TIMEOUT_S
-        try:
-            if answer is not None:
-                asked = _read_until(master, QUESTION, out, deadline)
-                assert asked, bytes(out)[-3000:]
-                os.write(master, answer + b"\n")
-            _read_until(master, b"\x00never", out, deadline)
-            code = proc.wait(timeout=TIMEOUT_S)
-        finally:
-            os.close(master)
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    text = bytes(out).decode("utf-8", "replace")
-    return code, _events(bytes(out)), text, server
+    text = out.decode("utf-8", "replace")
+    return code, _events(out), text, server
 
 
 def _finished(evs: list[dict[str, Any]], text: str) -> dict[str, Any]:
@@ -238,14 +162,7 @@ def test_the_person_allows_a_command_and_it_runs(
     staged = [e for e in evs if e["type"] == "review.staged"]
     assert len(staged) == 1, text[-3000:]
     assert not (repo / "OUT.txt").exists()  # in the worktree's change only, kept for review
-    review = subprocess.run(
-        [*ASUP, "review", staged[0]["run_id"], "--json"],
-        env=env,
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    review = asup(env, "review", staged[0]["run_id"], "--json", cwd=repo)
     assert "OUT.txt" in review.stdout
     assert "approved" in review.stdout
 
@@ -338,12 +255,10 @@ def test_cancel_mid_turn(agent: str, repo: Path, env: dict[str, str], tmp_path: 
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr[-3000:]
-    evs = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    evs = events(stdout)
     outcome = evs[-1]["outcome"]
     assert outcome["status"] == "canceled", (evs[-5:], stderr[-3000:])
-    files = list(state.rglob("stdout.jsonl"))
-    assert len(files) == 1
-    sent = [json.loads(line) for line in files[0].read_text().splitlines()]
+    sent = transcript(tmp_path)
     methods = [m["message"].get("method") for m in sent if m["direction"] == "out"]
     assert "session/cancel" in methods, methods
     # nothing is left: no process of the run, no worktree
@@ -362,24 +277,18 @@ def test_opencode_retrying_a_failing_model_api_is_ended_by_the_idle_budget(
     need("opencode-acp")
     with FakeModelServer(Script([Reply(http_status=500, repeat=1000)])) as server:
         started = time.monotonic()
-        done = subprocess.run(
-            [
-                *ASUP,
-                *("run", "opencode-acp", "--task", "Say hello.", "--json"),
-                *("--endpoint", server.base_url, *MODEL["opencode-acp"]),
-                *("--max-runtime", "300", "--max-idle", "10"),
-            ],
-            env=env,
+        done = asup(
+            env,
+            *("run", "opencode-acp", "--task", "Say hello.", "--json"),
+            *("--endpoint", server.base_url, *MODEL["opencode-acp"]),
+            *("--max-runtime", "300", "--max-idle", "10"),
             cwd=repo,
             stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
             timeout=240,
-            check=False,
         )
         elapsed = time.monotonic() - started
         failed = [r for r in server.requests if r.status == 500]
-    evs = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    evs = events(done.stdout)
     outcome = evs[-1]["outcome"]
     assert outcome["status"] == "timed_out", (evs[-5:], done.stderr[-2000:])
     assert "(--max-idle)" in outcome["reason"]

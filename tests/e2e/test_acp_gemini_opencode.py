@@ -16,85 +16,58 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
+import helpers
 import pytest
+from helpers import (
+    GEMINI_BIN,
+    OPENCODE_BIN,
+    enabled,
+    finished,
+    git,
+    recorded,
+    review_json,
+    run_json,
+    scratch_repo,
+    texts,
+    transcript,
+    user_env,
+)
 
-from supervisor.lab.script import Reply, Script, Text, Thinking, ToolCall
+from supervisor.lab.script import Reply, Text, Thinking, ToolCall
 from supervisor.lab.server import FakeModelServer
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = {
-    "gemini-acp": ROOT / "vendor" / "gemini" / "node_modules" / ".bin",
-    "opencode-acp": ROOT / "vendor" / "opencode" / "node_modules" / ".bin",
-}
+BIN = {"gemini-acp": GEMINI_BIN, "opencode-acp": OPENCODE_BIN}
 BINARY = {"gemini-acp": "gemini", "opencode-acp": "opencode"}
 INSTALL = {"gemini-acp": "scripts/install-gemini.sh", "opencode-acp": "scripts/install-opencode.sh"}
 AGENTS = sorted(BIN)
 # opencode offers write/edit to most models but apply_patch instead to the GPT-5 family (its
 # default here is gpt-5), so the tests name a model of their own; gemini runs its pinned one.
 MODEL = {"gemini-acp": (), "opencode-acp": ("--model", "lab-model")}
-ASUP = [sys.executable, "-m", "supervisor.cli.main"]
 KEYS = {
     "GEMINI_API_KEY": "dummy-gemini-key-e2e-7f3a",
     "OPENAI_API_KEY": "dummy-openai-key-e2e-9c1d",
 }
 
 
-def git(repo: Path, *args: str) -> str:
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(repo.parent),
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_AUTHOR_NAME": "user",
-        "GIT_AUTHOR_EMAIL": "user@example.invalid",
-        "GIT_COMMITTER_NAME": "user",
-        "GIT_COMMITTER_EMAIL": "user@example.invalid",
-    }
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=True
-    ).stdout
-
-
 def need(agent: str) -> None:
-    if not (BIN[agent] / BINARY[agent]).exists():
-        pytest.skip(f"{BINARY[agent]} is not installed (run {INSTALL[agent]})")
+    helpers.need(BINARY[agent], BIN[agent], hint=f"run {INSTALL[agent]}")
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "project"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "README.md").write_text("# project\n\nThe answer is 42.\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "init")
-    return repo
+    return scratch_repo(tmp_path)
 
 
 @pytest.fixture
 def env(tmp_path: Path, repo: Path) -> dict[str, str]:
-    (tmp_path / "userhome").mkdir()
-    env = {
-        "PATH": f"{BIN['gemini-acp']}:{BIN['opencode-acp']}:/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(tmp_path / "userhome"),
-        "LANG": "C.UTF-8",
-        "XDG_STATE_HOME": str(tmp_path / "state"),
-        "XDG_CONFIG_HOME": str(tmp_path / "config"),
-        "XDG_CACHE_HOME": str(tmp_path / "cache"),
-        **KEYS,
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "PYTHONPATH": str(ROOT),
-    }
-    done = subprocess.run([*ASUP, "config", "enable"], env=env, capture_output=True, check=False)
-    assert done.returncode == 0, done.stderr
-    return env
+    bins = [GEMINI_BIN, OPENCODE_BIN]
+    return enabled(user_env(tmp_path, bins, KEYS, GIT_CONFIG_GLOBAL=os.devnull))
 
 
 def run(
@@ -105,45 +78,21 @@ def run(
     *extra: str,
     max_runtime: int = 120,
 ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]], FakeModelServer]:
-    with FakeModelServer(Script(list(replies))) as server:
-        done = subprocess.run(
-            [
-                *ASUP,
-                *("run", agent, "--task", "What does the README say?", "--json"),
-                *("--endpoint", server.base_url, *MODEL[agent]),
-                *("--max-runtime", str(max_runtime), *extra),
-            ],
-            env=env,
-            cwd=repo,
-            capture_output=True,
-            text=True,
-            timeout=max_runtime + 90,
-            check=False,
-        )
-    evs = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    return done, evs, server
-
-
-def finished(evs: list[dict[str, Any]]) -> dict[str, Any]:
-    assert evs, "no events"
-    assert evs[-1]["type"] == "run.finished", evs[-5:]
-    assert [e["seq"] for e in evs] == list(range(len(evs)))
-    outcome: dict[str, Any] = evs[-1]["outcome"]
-    return outcome
+    return run_json(
+        env,
+        repo,
+        agent,
+        replies,
+        *extra,
+        task="What does the README say?",
+        model=MODEL[agent],
+        max_runtime=max_runtime,
+        timeout=max_runtime + 90,
+    )
 
 
 def why(done: subprocess.CompletedProcess[str]) -> tuple[str, str]:
     return done.stdout[-4000:], done.stderr[-3000:]
-
-
-def texts(evs: list[dict[str, Any]]) -> list[str]:
-    return [e["text"] for e in evs if e["type"] == "message" and not e.get("thought")]
-
-
-def transcript(tmp_path: Path) -> list[dict[str, Any]]:
-    files = list((tmp_path / "state").rglob("stdout.jsonl"))
-    assert len(files) == 1, files
-    return [json.loads(line) for line in files[0].read_text().splitlines()]
 
 
 def agent_requests(lines: list[dict[str, Any]]) -> list[str]:
@@ -156,9 +105,9 @@ def agent_requests(lines: list[dict[str, Any]]) -> list[str]:
 
 
 def no_key_in_store(tmp_path: Path) -> None:
-    recorded = b"".join(p.read_bytes() for p in (tmp_path / "state").rglob("*") if p.is_file())
+    stored = recorded(tmp_path)
     for value in KEYS.values():
-        assert value.encode() not in recorded
+        assert value.encode() not in stored
 
 
 def main_posts(server: FakeModelServer) -> list[Any]:
@@ -255,16 +204,7 @@ def test_write_goes_through_the_client_and_is_staged_for_review(
     assert staged[0]["files"] == 1
     assert not (repo / "NEW.md").exists()  # lands only through `asup apply`
     assert git(repo, "status", "--porcelain=v1") == before
-    review = subprocess.run(
-        [*ASUP, "review", staged[0]["run_id"], "--json"],
-        env=env,
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert review.returncode == 0, review.stderr
-    data = json.loads(review.stdout)
+    data = review_json(env, repo, staged[0]["run_id"])
     assert data["state"] == "pending"
     assert "NEW.md" in json.dumps(data)
     no_key_in_store(tmp_path)
@@ -391,21 +331,9 @@ def test_opencode_default_model_writes_with_apply_patch(
     need("opencode-acp")
     patch = "*** Begin Patch\n*** Add File: NEW.md\n+new file\n*** End Patch\n"
     replies = [Reply((ToolCall("apply_patch", {"patchText": patch}),)), Reply((Text("Added."),))]
-    with FakeModelServer(Script(replies)) as server:
-        done = subprocess.run(
-            [
-                *ASUP,
-                *("run", "opencode-acp", "--task", "Add NEW.md.", "--json", "--write"),
-                *("--endpoint", server.base_url, "--max-runtime", "120"),
-            ],
-            env=env,
-            cwd=repo,
-            capture_output=True,
-            text=True,
-            timeout=210,
-            check=False,
-        )
-    evs = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    done, evs, _ = run_json(
+        env, repo, "opencode-acp", replies, "--write", task="Add NEW.md.", model=(), timeout=210
+    )
     assert finished(evs)["status"] == "completed", why(done)
     assert [e["model"] for e in evs if e["type"] == "agent.session"] == ["asup/gpt-5"]
     assert [e["name"] for e in evs if e["type"] == "tool_call.started"] == ["apply_patch"]

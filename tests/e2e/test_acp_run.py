@@ -9,113 +9,62 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+import helpers
 import pytest
+from helpers import (
+    ACP_BIN,
+    DUMMY_KEYS,
+    enabled,
+    finished,
+    git,
+    recorded,
+    review_json,
+    run_json,
+    scratch_repo,
+    texts,
+    transcript,
+    user_env,
+)
 
-from supervisor.lab.script import Reply, Script, Text, Thinking, ToolCall
+from supervisor.lab.script import Reply, Text, Thinking, ToolCall
 from supervisor.lab.server import FakeModelServer
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
-ACP_BIN = ROOT / "vendor" / "acp" / "node_modules" / ".bin"
-ASUP = [sys.executable, "-m", "supervisor.cli.main"]
 BINARY = {"claude-acp": "claude-agent-acp", "codex-acp": "codex-acp"}
 MODEL = {"claude-acp": "claude-sonnet-4-5", "codex-acp": "gpt-5.3-codex"}
 
 
-def git(repo: Path, *args: str) -> str:
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(repo.parent),
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_AUTHOR_NAME": "user",
-        "GIT_AUTHOR_EMAIL": "user@example.invalid",
-        "GIT_COMMITTER_NAME": "user",
-        "GIT_COMMITTER_EMAIL": "user@example.invalid",
-    }
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=True
-    ).stdout
-
-
 def need(agent: str) -> None:
-    if not (ACP_BIN / BINARY[agent]).exists():
-        pytest.skip(f"{BINARY[agent]} is not installed (run scripts/install-acp-vendors.sh)")
+    helpers.need(BINARY[agent], ACP_BIN, hint="run scripts/install-acp-vendors.sh")
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "project"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "README.md").write_text("# project\n\nThe answer is 42.\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "init")
-    return repo
+    return scratch_repo(tmp_path)
 
 
 @pytest.fixture
 def env(tmp_path: Path, repo: Path) -> dict[str, str]:
-    (tmp_path / "userhome").mkdir()
-    env = {
-        "PATH": f"{ACP_BIN}:/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(tmp_path / "userhome"),
-        "LANG": "C.UTF-8",
-        "XDG_STATE_HOME": str(tmp_path / "state"),
-        "XDG_CONFIG_HOME": str(tmp_path / "config"),
-        "XDG_CACHE_HOME": str(tmp_path / "cache"),
-        "ANTHROPIC_API_KEY": "dummy-anthropic-key",
-        "OPENAI_API_KEY": "dummy-openai-key",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "PYTHONPATH": str(ROOT),
-    }
-    done = subprocess.run([*ASUP, "config", "enable"], env=env, capture_output=True, check=False)
-    assert done.returncode == 0, done.stderr
-    return env
+    return enabled(user_env(tmp_path, [ACP_BIN], DUMMY_KEYS, GIT_CONFIG_GLOBAL=os.devnull))
 
 
 def run(
     env: dict[str, str], repo: Path, agent: str, replies: list[Reply], *extra: str
 ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]], FakeModelServer]:
-    with FakeModelServer(Script(list(replies))) as server:
-        done = subprocess.run(
-            [
-                *ASUP,
-                *("run", agent, "--task", "What does the README say?", "--json"),
-                *("--endpoint", server.base_url, "--model", MODEL[agent]),
-                *("--max-runtime", "120", *extra),
-            ],
-            env=env,
-            cwd=repo,
-            capture_output=True,
-            text=True,
-            timeout=240,
-            check=False,
-        )
-    evs = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    return done, evs, server
-
-
-def finished(evs: list[dict[str, Any]]) -> dict[str, Any]:
-    assert evs[-1]["type"] == "run.finished", evs[-5:]
-    assert [e["seq"] for e in evs] == list(range(len(evs)))
-    outcome: dict[str, Any] = evs[-1]["outcome"]
-    return outcome
-
-
-def texts(evs: list[dict[str, Any]]) -> list[str]:
-    return [e["text"] for e in evs if e["type"] == "message" and not e.get("thought")]
-
-
-def transcript(tmp_path: Path) -> list[dict[str, Any]]:
-    files = list((tmp_path / "state").rglob("stdout.jsonl"))
-    assert len(files) == 1, files
-    return [json.loads(line) for line in files[0].read_text().splitlines()]
+    return run_json(
+        env,
+        repo,
+        agent,
+        replies,
+        *extra,
+        task="What does the README say?",
+        model=("--model", MODEL[agent]),
+        timeout=240,
+    )
 
 
 @pytest.mark.parametrize("agent", ["claude-acp", "codex-acp"])
@@ -139,9 +88,9 @@ def test_plain_answer(agent: str, repo: Path, env: dict[str, str], tmp_path: Pat
     assert not init.get("terminal")  # absent means false: no terminal/* served
     assert git(repo, "status", "--porcelain=v1") == before
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
-    recorded = b"".join(p.read_bytes() for p in (tmp_path / "state").rglob("*") if p.is_file())
-    assert env["ANTHROPIC_API_KEY"].encode() not in recorded
-    assert env["OPENAI_API_KEY"].encode() not in recorded
+    stored = recorded(tmp_path)
+    assert env["ANTHROPIC_API_KEY"].encode() not in stored
+    assert env["OPENAI_API_KEY"].encode() not in stored
 
 
 def test_claude_read_tool_call(repo: Path, env: dict[str, str]) -> None:
@@ -172,16 +121,7 @@ def test_claude_write_is_staged_for_review(repo: Path, env: dict[str, str]) -> N
     assert staged[0]["files"] == 1
     assert not (repo / "NEW.md").exists()  # lands only through `asup apply`
     assert git(repo, "status", "--porcelain=v1") == before
-    review = subprocess.run(
-        [*ASUP, "review", staged[0]["run_id"], "--json"],
-        env=env,
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert review.returncode == 0, review.stderr
-    data = json.loads(review.stdout)
+    data = review_json(env, repo, staged[0]["run_id"])
     assert data["state"] == "pending"
     assert "NEW.md" in json.dumps(data)
 

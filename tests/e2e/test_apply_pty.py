@@ -8,15 +8,14 @@ and stderr on a pty, as a person's terminal, or on pipes, as a script's.
 from __future__ import annotations
 
 import os
-import select
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
 import pytest
+from helpers import ROOT, on_pty
 
 from supervisor import paths
 from supervisor.cli.review import PROMPT
@@ -26,7 +25,6 @@ from supervisor.worktree import create_worktree, remove_worktree
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 30.0
 
 
@@ -114,47 +112,15 @@ def _argv(run_id: str) -> list[str]:
     return [sys.executable, "-m", "supervisor.cli.main", "apply", run_id]
 
 
-def _read_until(fd: int, needle: bytes, out: bytearray, deadline: float) -> None:
-    """Read from the pty's master into ``out`` until ``needle`` came or the child closed it."""
-    while needle not in out:
-        left = deadline - time.monotonic()
-        assert left > 0, f"no {needle!r} within {TIMEOUT_S} s; got {bytes(out)!r}"
-        ready, _, _ = select.select([fd], [], [], left)
-        if not ready:
-            continue
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:  # EIO: every slave end is closed
-            return
-        if not chunk:
-            return
-        out.extend(chunk)
-
-
 def _apply_on_pty(s: Staged, typed: str) -> tuple[int, str]:
-    master, slave = os.openpty()
-    proc = subprocess.Popen(
+    code, out = on_pty(
         _argv(s.run_id),
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        cwd=s.root,
         env=s.env,
-        start_new_session=True,
+        cwd=s.root,
+        timeout=TIMEOUT_S,
+        question=PROMPT.encode(),
+        answer=typed.encode(),
     )
-    os.close(slave)
-    out = bytearray()
-    deadline = time.monotonic() + TIMEOUT_S
-    try:
-        _read_until(master, PROMPT.encode(), out, deadline)
-        os.write(master, typed.encode() + b"\n")
-        _read_until(master, b"\x00never", out, deadline)
-        code = proc.wait(timeout=TIMEOUT_S)
-    finally:
-        os.close(master)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     return code, out.decode("utf-8", errors="replace")
 
 

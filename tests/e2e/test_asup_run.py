@@ -14,51 +14,37 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
+from helpers import (
+    ASUP,
+    DUMMY_KEYS,
+    README,
+    asup,
+    cli_installed,
+    enabled,
+    events,
+    git,
+    need_cli,
+    recorded,
+    run_json,
+    scratch_repo,
+    user_env,
+)
 
 from supervisor.lab.agents.base import VENDOR_BIN
-from supervisor.lab.script import Reply, Script, Text, Thinking, ToolCall
-from supervisor.lab.server import FakeModelServer
+from supervisor.lab.script import Reply, Text, Thinking, ToolCall
 
 pytestmark = pytest.mark.e2e
-
-ROOT = Path(__file__).resolve().parents[2]
-ASUP = [sys.executable, "-m", "supervisor.cli.main"]
-
-
-def _git(repo: Path, *args: str) -> str:
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(repo.parent),
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_AUTHOR_NAME": "user",
-        "GIT_AUTHOR_EMAIL": "user@example.invalid",
-        "GIT_COMMITTER_NAME": "user",
-        "GIT_COMMITTER_EMAIL": "user@example.invalid",
-    }
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=True
-    ).stdout
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "project"
-    repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    (repo / "README.md").write_text("# project\n\nThe answer is 42.\n")
-    (repo / "src").mkdir()
-    (repo / "src" / "app.py").write_text("print('hi')\n")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-q", "-m", "init")
+    repo = scratch_repo(tmp_path, {"README.md": README, "src/app.py": "print('hi')\n"})
     # uncommitted work of the user: travels in the prompt, never touched
     (repo / "src" / "app.py").write_text("print('hi there')\n")
     (repo / "NOTES.txt").write_text("untracked note\n")
@@ -75,44 +61,10 @@ def snapshot(root: Path) -> dict[str, str]:
     return out
 
 
-def user_env(tmp_path: Path) -> dict[str, str]:
-    env = {
-        "PATH": f"{VENDOR_BIN}:/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(tmp_path / "userhome"),
-        "LANG": "C.UTF-8",
-        "XDG_STATE_HOME": str(tmp_path / "state"),
-        "XDG_CONFIG_HOME": str(tmp_path / "config"),
-        "XDG_CACHE_HOME": str(tmp_path / "cache"),
-        "ANTHROPIC_API_KEY": "dummy-anthropic-key",
-        "OPENAI_API_KEY": "dummy-openai-key",
-        "GITHUB_TOKEN": "must-never-reach-the-child",
-    }
-    (tmp_path / "userhome").mkdir(exist_ok=True)
-    return env
-
-
-def asup(env: dict[str, str], *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*ASUP, *args],
-        env={**env, "PYTHONPATH": str(ROOT)},
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-
-
-def events(out: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-
-
 @pytest.fixture
 def enabled_env(tmp_path: Path, repo: Path) -> dict[str, str]:
-    env = user_env(tmp_path)
-    done = asup(env, "config", "enable", cwd=repo)
-    assert done.returncode == 0, done.stderr
-    return env
+    env = user_env(tmp_path, [VENDOR_BIN], DUMMY_KEYS, GITHUB_TOKEN="must-never-reach-the-child")
+    return enabled(env, cwd=repo, timeout=240)
 
 
 CASES = {
@@ -133,28 +85,19 @@ MODEL = {"claude-cli": "claude-sonnet-4-5", "codex-cli": "gpt-5.5"}
 def test_read_only_run_through_the_restricted_network(
     agent: str, repo: Path, enabled_env: dict[str, str], tmp_path: Path
 ) -> None:
-    if not (VENDOR_BIN / agent.split("-", 1)[0]).exists():
-        pytest.skip(f"{agent} is not installed under {VENDOR_BIN} (run make vendor)")
+    need_cli(agent)
     before = snapshot(repo)
-    status_before = _git(repo, "status", "--porcelain=v1")
-    with FakeModelServer(Script(list(CASES[agent]))) as server:
-        done = asup(
-            enabled_env,
-            "run",
-            agent,
-            "--task",
-            "What does the README say?",
-            "--endpoint",
-            server.base_url,
-            "--model",
-            MODEL[agent],
-            "--max-runtime",
-            "120",
-            "--json",
-            cwd=repo,
-        )
-        requests = list(server.requests)
-    evs = events(done.stdout)
+    status_before = git(repo, "status", "--porcelain=v1")
+    done, evs, server = run_json(
+        enabled_env,
+        repo,
+        agent,
+        CASES[agent],
+        task="What does the README say?",
+        model=("--model", MODEL[agent]),
+        timeout=240,
+    )
+    requests = list(server.requests)
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
     assert evs[0]["type"] == "run.started"
     assert evs[-1] == {
@@ -176,20 +119,22 @@ def test_read_only_run_through_the_restricted_network(
     assert "print('hi there')" in json.dumps(first)
     # nothing of the user's changed, .git included; no worktree or branch is left behind
     assert snapshot(repo) == before
-    assert _git(repo, "status", "--porcelain=v1") == status_before
-    assert _git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
-    assert _git(repo, "branch", "--list").split() == ["*", "main"]
+    assert git(repo, "status", "--porcelain=v1") == status_before
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert git(repo, "branch", "--list").split() == ["*", "main"]
     leftovers = list((tmp_path / "state").rglob("checkout"))
     assert leftovers == []
     # no credential value in anything the run recorded (argv, launch.sh, events, transcript)
-    recorded = b"".join(p.read_bytes() for p in (tmp_path / "state").rglob("*") if p.is_file())
+    stored = recorded(tmp_path)
     for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GITHUB_TOKEN"):
-        assert enabled_env[name].encode() not in recorded, name
+        assert enabled_env[name].encode() not in stored, name
     assert enabled_env["GITHUB_TOKEN"].encode() not in done.stdout.encode()
 
 
 def test_ci_marker_refuses_before_anything_runs(repo: Path, enabled_env: dict[str, str]) -> None:
-    done = asup({**enabled_env, "CI": "true"}, "run", "claude-cli", "--task", "x", cwd=repo)
+    done = asup(
+        {**enabled_env, "CI": "true"}, "run", "claude-cli", "--task", "x", cwd=repo, timeout=240
+    )
     assert done.returncode == 3
     assert "CI" in done.stdout + done.stderr
 
@@ -235,7 +180,7 @@ class HangingServer:
 def start_run(env: dict[str, str], repo: Path, endpoint: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [*ASUP, "run", "claude-cli", "--task", "wait", "--endpoint", endpoint, "--json"],
-        env={**env, "PYTHONPATH": str(ROOT)},
+        env=env,
         cwd=repo,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -261,7 +206,7 @@ def gone(procs: list[psutil.Process], within: float = 10.0) -> list[psutil.Proce
     return alive
 
 
-@pytest.mark.skipif(not (VENDOR_BIN / "claude").exists(), reason="claude is not installed")
+@pytest.mark.skipif(not cli_installed("claude-cli"), reason="claude is not installed")
 def test_kill_9_of_the_supervisor_leaves_nothing_and_the_run_shows_interrupted(
     repo: Path, enabled_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -277,19 +222,19 @@ def test_kill_9_of_the_supervisor_leaves_nothing_and_the_run_shows_interrupted(
         server.close()
     worktrees = tmp_path / "state" / "agent-supervisor" / "worktrees"
     assert [p.name for p in worktrees.iterdir()]  # left behind by the crash, until …
-    listed = asup(enabled_env, "runs", "list", "--json", cwd=repo)  # … any asup command
+    listed = asup(enabled_env, "runs", "list", "--json", cwd=repo, timeout=240)  # … any command
     assert listed.returncode == 0, listed.stderr
     runs = json.loads(listed.stdout)
     assert [(r["state"], r["outcome"]) for r in runs] == [("interrupted", None)]
     assert "interrupted" in listed.stderr
     assert list(worktrees.iterdir()) == []
-    assert _git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
-    assert _git(repo, "branch", "--list").split() == ["*", "main"]
-    shown = asup(enabled_env, "runs", "show", runs[0]["id"], cwd=repo)
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert git(repo, "branch", "--list").split() == ["*", "main"]
+    shown = asup(enabled_env, "runs", "show", runs[0]["id"], cwd=repo, timeout=240)
     assert "unknown" in shown.stdout
 
 
-@pytest.mark.skipif(not (VENDOR_BIN / "claude").exists(), reason="claude is not installed")
+@pytest.mark.skipif(not cli_installed("claude-cli"), reason="claude is not installed")
 def test_sigterm_cancels_cleanly(repo: Path, enabled_env: dict[str, str], tmp_path: Path) -> None:
     before = snapshot(repo)
     server = HangingServer()
@@ -315,19 +260,18 @@ PLANTED = "ghp_" + "Zq8Lm3Nx7Vb2Kc9Wd4Rt6Yp1Hs5Gf0Ja3Eu8"  # GitHub-token shaped
 def test_a_secret_in_the_users_uncommitted_work_never_reaches_the_model(
     repo: Path, enabled_env: dict[str, str], tmp_path: Path
 ) -> None:
-    if not (VENDOR_BIN / "claude").exists():
-        pytest.skip(f"claude is not installed under {VENDOR_BIN} (run make vendor)")
+    need_cli("claude-cli")
     (repo / ".env.local").write_text(f"GITHUB_TOKEN={PLANTED}\nDEBUG=1\n")  # untracked
-    with FakeModelServer(Script([Reply((Text("Noted."),))])) as server:
-        done = asup(
-            enabled_env,
-            *("run", "claude-cli", "--task", "Summarise my changes.", "--json"),
-            *("--endpoint", server.base_url, "--model", MODEL["claude-cli"]),
-            *("--max-runtime", "120"),
-            cwd=repo,
-        )
-        bodies = json.dumps([r.body for r in server.requests])
-    evs = events(done.stdout)
+    done, evs, server = run_json(
+        enabled_env,
+        repo,
+        "claude-cli",
+        [Reply((Text("Noted."),))],
+        task="Summarise my changes.",
+        model=("--model", MODEL["claude-cli"]),
+        timeout=240,
+    )
+    bodies = json.dumps([r.body for r in server.requests])
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
     assert PLANTED not in bodies
     assert "+GITHUB_TOKEN=[REDACTED:" in bodies  # the line itself still travels, redacted
@@ -336,5 +280,4 @@ def test_a_secret_in_the_users_uncommitted_work_never_reaches_the_model(
     assert len(warned) == 1, evs
     assert ".env.local" in warned[0]["message"]
     assert PLANTED not in done.stdout
-    recorded = b"".join(p.read_bytes() for p in (tmp_path / "state").rglob("*") if p.is_file())
-    assert PLANTED.encode() not in recorded
+    assert PLANTED.encode() not in recorded(tmp_path)

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
+from helpers import linked_worktree
 
 from supervisor.env import build_child_env
 from supervisor.registry import AGENTS
@@ -48,28 +49,12 @@ HOST_ENV = {
 }
 
 
-def _git(*args: str, cwd: Path) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-    )
-
-
 class LiveRun:
     """A repository with a linked worktree, per-run HOME and TMPDIR, and an agent install dir."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.repo = root / "repo"
-        self.repo.mkdir()
-        _git("init", "-q", cwd=self.repo)
-        (self.repo / "README.md").write_text("hello from the worktree\n")
-        _git("add", "README.md", cwd=self.repo)
-        _git("commit", "-q", "-m", "init", cwd=self.repo)
-        self.worktree = root / "runs" / "wt"
-        _git("worktree", "add", "-q", str(self.worktree), cwd=self.repo)
+        self.repo, self.worktree = linked_worktree(root, "hello from the worktree\n")
         self.git_dir = self.repo / ".git"
         self.home = root / "runs" / "home"
         self.tmpdir = root / "runs" / "tmp"

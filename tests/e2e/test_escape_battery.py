@@ -37,6 +37,7 @@ from typing import Any
 
 import anyio
 import pytest
+from helpers import git, need_cli, veth_netns
 
 from supervisor.dispatch import RunRequest, dispatch_run, open_sandbox
 from supervisor.env import is_credential_shaped
@@ -171,10 +172,6 @@ sys.stdin.read()
 # --- the test host in its own network namespace --------------------------------------------------
 
 
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=TIMEOUT_S)
-
-
 @dataclass(frozen=True)
 class EscHost:
     """The namespace's address (``address``), the host's end of the veth (``host_address``),
@@ -213,37 +210,27 @@ def esc_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EscHost]:
     script.write_text(ESC_HOST_SERVER)
     log = workdir / "log"
     server: subprocess.Popen[str] | None = None
-    try:
-        _ip("netns", "add", netns)
-        _ip("link", "add", host_if, "type", "veth", "peer", "name", ns_if)
-        _ip("link", "set", ns_if, "netns", netns)
-        _ip("addr", "add", f"{host_addr}/30", "dev", host_if)
-        _ip("link", "set", host_if, "up")
-        _ip("-n", netns, "addr", "add", f"{ns_addr}/30", "dev", ns_if)
-        _ip("-n", netns, "link", "set", ns_if, "up")
-        _ip("-n", netns, "link", "set", "lo", "up")
-        server = subprocess.Popen(
-            ["ip", "netns", "exec", netns, sys.executable, "-I", str(script), ns_addr, str(log)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert server.stdout is not None
-        assert server.stdout.readline().strip() == "ready"
-        host = EscHost(ns_addr, host_addr, log)
-        assert host.tcp_echo() == b"echo:ping"
-        yield host
-    finally:
-        if server is not None:
-            server.kill()
-            server.wait(timeout=TIMEOUT_S)
-            for pipe in (server.stdin, server.stdout):
-                if pipe is not None:
-                    pipe.close()
-        with contextlib.suppress(subprocess.CalledProcessError):
-            _ip("netns", "del", netns)
-        with contextlib.suppress(subprocess.CalledProcessError):
-            _ip("link", "del", host_if)
+    serve = ["ip", "netns", "exec", netns, sys.executable, "-I", str(script), ns_addr, str(log)]
+    with veth_netns(netns, host_if, ns_if, host_addr, ns_addr, timeout=TIMEOUT_S):
+        try:
+            server = subprocess.Popen(
+                serve,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            assert server.stdout is not None
+            assert server.stdout.readline().strip() == "ready"
+            host = EscHost(ns_addr, host_addr, log)
+            assert host.tcp_echo() == b"echo:ping"
+            yield host
+        finally:
+            if server is not None:
+                server.kill()
+                server.wait(timeout=TIMEOUT_S)
+                for pipe in (server.stdin, server.stdout):
+                    if pipe is not None:
+                        pipe.close()
 
 
 # --- listening unix sockets on the host -----------------------------------------------------------
@@ -296,24 +283,7 @@ class HostListener:
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(repo.parent),
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_AUTHOR_NAME": "user",
-        "GIT_AUTHOR_EMAIL": "user@example.invalid",
-        "GIT_COMMITTER_NAME": "user",
-        "GIT_COMMITTER_EMAIL": "user@example.invalid",
-    }
-    return subprocess.run(
-        ["git", "-C", str(repo), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=TIMEOUT_S,
-    ).stdout
+    return git(repo, *args, timeout=TIMEOUT_S)
 
 
 def _tree_digest(root: Path) -> dict[str, str]:
@@ -1091,8 +1061,7 @@ def _vendor_run(
     world: World, monkeypatch: pytest.MonkeyPatch, agent: str, model: str, replies: list[Reply]
 ) -> VendorRun:
     """Run ``agent`` through ``dispatch_run`` against the fake server."""
-    if not (VENDOR_BIN / agent.split("-", maxsplit=1)[0]).exists():
-        pytest.skip(f"{agent} is not installed under {VENDOR_BIN} (run make vendor)")
+    need_cli(agent)
     # the dispatcher's default resolver is the host's; here it is the test's table, so a vendor
     # host the CLI might try is refused as unresolvable and no real name is looked up
     monkeypatch.setattr("supervisor.dispatch.system_resolver", world.resolve)

@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import check_decoded, check_files, check_steps
 
-from supervisor.codecs import decode_transcript
 from supervisor.lab.agents.claude import ClaudeLab
-from supervisor.lab.expect import scenario_mismatches
 from supervisor.lab.recorder import RecordedRun, run_scenario
 from supervisor.lab.scenarios import scenarios_for
 
@@ -44,16 +43,6 @@ class Executed:
     name: str
     is_error: bool
     content: str
-
-
-def bind(text: str, run: RecordedRun) -> str:
-    for key, sub in {
-        "<repo>": run.repo,
-        "<outside>": run.workdir / "outside",
-        "<home>": run.workdir / "home",
-    }.items():
-        text = text.replace(key, str(sub))
-    return text
 
 
 def main_requests(run: RecordedRun) -> list[dict[str, Any]]:
@@ -182,16 +171,10 @@ def test_claude_scenario(name: str, tmp_path: Path) -> None:
     assert len(run.meta["netns_links"]) == 1
     assert ": lo:" in run.meta["netns_links"][0]
     assert run.meta["vendor_version"] == "2.1.197"
-    for step, meta in zip(scenario.steps, run.meta["steps"], strict=True):
-        assert not meta["timed_out"]
-        if step.exit_code is not None:
-            assert meta["exit_code"] == step.exit_code
+    check_steps(scenario, run)
     assert run.exit_code == expect.exit_code, run.meta["stderr_tail"]
 
-    changed = {c["path"]: c["kind"] for c in run.meta["files_changed"]}
-    assert changed == dict(expect.files)
-    for path in expect.absent_paths:
-        assert not Path(bind(path, run)).exists(), path
+    check_files(scenario, run)
     assert list((run.workdir / "outside").iterdir()) == []
 
     result = result_line(run.stdout)
@@ -208,8 +191,4 @@ def test_claude_scenario(name: str, tmp_path: Path) -> None:
     if check is not None:
         check(run)
 
-    decoded = [
-        decode_transcript(AGENT, out, exit_code=meta["exit_code"], stderr_tail=meta["stderr_tail"])
-        for out, meta in zip(run.step_stdouts, run.meta["steps"], strict=True)
-    ]
-    assert scenario_mismatches(run.meta["expect"], decoded) == []
+    check_decoded(AGENT, run)

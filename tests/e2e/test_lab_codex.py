@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import check_decoded, check_files, check_steps
 
-from supervisor.codecs import decode_transcript
 from supervisor.lab.agents.codex import CodexLab
-from supervisor.lab.expect import scenario_mismatches
 from supervisor.lab.recorder import RecordedRun, run_scenario
 from supervisor.lab.scenarios import Scenario, scenarios_for
 from supervisor.lab.scenarios.codex import MODEL_TOOLS
@@ -45,17 +44,6 @@ class Executed:
 
     name: str
     output: str
-
-
-def bind(text: str, run: RecordedRun) -> str:
-    for key, sub in {
-        "<repo>": run.repo,
-        "<outside>": run.workdir / "outside",
-        "<home>": run.workdir / "home",
-        "<tmp>": run.workdir / "tmp",
-    }.items():
-        text = text.replace(key, str(sub))
-    return text
 
 
 def last_model_request(run: RecordedRun) -> dict[str, Any]:
@@ -181,16 +169,10 @@ def test_codex_scenario(name: str, tmp_path: Path) -> None:
     run = run_scenario(AGENT, name, tmp_path / "run")
 
     assert all(": lo:" in link for link in run.meta["netns_links"])
-    for step, meta in zip(scenario.steps, run.meta["steps"], strict=True):
-        assert not meta["timed_out"]
-        if step.exit_code is not None:
-            assert meta["exit_code"] == step.exit_code
+    check_steps(scenario, run)
     assert run.exit_code == expect.exit_code
 
-    changed = {c["path"]: c["kind"] for c in run.meta["files_changed"]}
-    assert changed == dict(expect.files)
-    for path in expect.absent_paths:
-        assert not Path(bind(path, run)).exists(), path
+    check_files(scenario, run, ("outside", "home", "tmp"))
 
     lines = run.lines()
     assert lines[0]["type"] == "thread.started"
@@ -212,8 +194,4 @@ def test_codex_scenario(name: str, tmp_path: Path) -> None:
     if check is not None:
         check(run)
 
-    decoded = [
-        decode_transcript(AGENT, out, exit_code=meta["exit_code"], stderr_tail=meta["stderr_tail"])
-        for out, meta in zip(run.step_stdouts, run.meta["steps"], strict=True)
-    ]
-    assert scenario_mismatches(run.meta["expect"], decoded) == []
+    check_decoded(AGENT, run)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from helpers import linked_worktree, veth_netns
 
 from supervisor.sandbox.bridge import (
     EXIT_REFUSED,
@@ -103,10 +104,6 @@ class NetnsHost:
     port: int
 
 
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=TIMEOUT_S)
-
-
 def _http_get_direct(address: str, port: int) -> bytes:
     with socket.create_connection((address, port), timeout=5) as s:
         s.sendall(b"GET / HTTP/1.0\r\nHost: testhost\r\n\r\n")
@@ -126,36 +123,22 @@ def test_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetnsHost]:
     script = tmp_path_factory.mktemp("testhost") / "server.py"
     script.write_text(TEST_HOST_SERVER)
     server: subprocess.Popen[str] | None = None
-    try:
-        _ip("netns", "add", netns)
-        _ip("link", "add", host_if, "type", "veth", "peer", "name", ns_if)
-        _ip("link", "set", ns_if, "netns", netns)
-        _ip("addr", "add", f"{host_addr}/30", "dev", host_if)
-        _ip("link", "set", host_if, "up")
-        _ip("-n", netns, "addr", "add", f"{ns_addr}/30", "dev", ns_if)
-        _ip("-n", netns, "link", "set", ns_if, "up")
-        _ip("-n", netns, "link", "set", "lo", "up")
-        server = subprocess.Popen(
-            ["ip", "netns", "exec", netns, sys.executable, "-I", str(script), ns_addr, "8080"],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert server.stdout is not None
-        assert server.stdout.readline().strip() == "ready"
-        host = NetnsHost(ns_addr, 8080)
-        # the host reaches it directly: the server and the link work
-        assert _http_get_direct(host.address, host.port).endswith(b"hello-from-testhost")
-        yield host
-    finally:
-        if server is not None:
-            server.kill()
-            server.wait(timeout=TIMEOUT_S)
-            if server.stdout is not None:
-                server.stdout.close()
-        with contextlib.suppress(subprocess.CalledProcessError):
-            _ip("netns", "del", netns)
-        with contextlib.suppress(subprocess.CalledProcessError):
-            _ip("link", "del", host_if)
+    serve = ["ip", "netns", "exec", netns, sys.executable, "-I", str(script), ns_addr, "8080"]
+    with veth_netns(netns, host_if, ns_if, host_addr, ns_addr, timeout=TIMEOUT_S):
+        try:
+            server = subprocess.Popen(serve, stdout=subprocess.PIPE, text=True)
+            assert server.stdout is not None
+            assert server.stdout.readline().strip() == "ready"
+            host = NetnsHost(ns_addr, 8080)
+            # the host reaches it directly: the server and the link work
+            assert _http_get_direct(host.address, host.port).endswith(b"hello-from-testhost")
+            yield host
+        finally:
+            if server is not None:
+                server.kill()
+                server.wait(timeout=TIMEOUT_S)
+                if server.stdout is not None:
+                    server.stdout.close()
 
 
 # --- the host side: proxy and a loopback origin, on a thread of the test process ----------------
@@ -400,26 +383,10 @@ def test_exit_status_and_output_are_the_childs(
     ]
 
 
-def _git(*args: str, cwd: Path) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        timeout=TIMEOUT_S,
-    )
-
-
 def test_the_compiled_profile_carries_the_bridge(tmp_path: Path, test_host: NetnsHost) -> None:
     root = tmp_path.resolve()
-    repo, worktree = root / "repo", root / "runs" / "wt"
+    repo, worktree = linked_worktree(root, "hi\n", timeout=TIMEOUT_S)
     home, tmpdir = root / "runs" / "home", root / "runs" / "tmp"
-    repo.mkdir()
-    _git("init", "-q", cwd=repo)
-    (repo / "README.md").write_text("hi\n")
-    _git("add", "README.md", cwd=repo)
-    _git("commit", "-q", "-m", "init", cwd=repo)
-    _git("worktree", "add", "-q", str(worktree), cwd=repo)
     home.mkdir()
     tmpdir.mkdir()
     profile = SandboxProfile(

@@ -5,27 +5,31 @@ branch `external/<run-id>` cut from the recorded base, and nothing of the user's
 
 from __future__ import annotations
 
-import json
 import os
-import select
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
+import helpers
 import pygit2
 import pytest
+from helpers import (
+    ASUP,
+    DUMMY_KEYS,
+    enabled,
+    need_cli,
+    on_pty,
+    review_json,
+    run_json,
+    scratch_repo,
+    user_env,
+)
 
 from supervisor.cli.review import PROMPT
 from supervisor.lab.agents.base import VENDOR_BIN
-from supervisor.lab.script import Reply, Script, Text, ToolCall
-from supervisor.lab.server import FakeModelServer
+from supervisor.lab.script import Reply, Text, ToolCall
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
-ASUP = [sys.executable, "-m", "supervisor.cli.main"]
 TIMEOUT_S = 60.0
 FAKE_KEY = "AKIA4Q7XN2KZ8W3JT5RB"  # an AWS-shaped access key id, made up for this test
 
@@ -85,51 +89,26 @@ SECRET_WRITE: dict[str, list[Reply]] = {
 MODEL = {"claude-cli": "claude-sonnet-4-5", "codex-cli": "gpt-5.5"}
 
 
+GIT_PATH = "/usr/bin:/bin"  # the PATH this module's git runs with
+
+
 def git(repo: Path, *args: str) -> str:
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(repo.parent),
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_AUTHOR_NAME": "user",
-        "GIT_AUTHOR_EMAIL": "user@example.invalid",
-        "GIT_COMMITTER_NAME": "user",
-        "GIT_COMMITTER_EMAIL": "user@example.invalid",
-    }
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=True
-    ).stdout
+    return helpers.git(repo, *args, path=GIT_PATH)
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "project"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "README.md").write_text("# project\n\nThe answer is 42.\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "init")
+    repo = scratch_repo(tmp_path, path=GIT_PATH)
     (repo / "WIP.txt").write_text("the user's uncommitted work\n")  # dirty, untracked
     return repo
 
 
 @pytest.fixture
 def env(tmp_path: Path, repo: Path) -> dict[str, str]:
-    (tmp_path / "userhome").mkdir()
-    env = {
-        "PATH": f"{VENDOR_BIN}:/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(tmp_path / "userhome"),
-        "LANG": "C.UTF-8",
-        "XDG_STATE_HOME": str(tmp_path / "state"),
-        "XDG_CONFIG_HOME": str(tmp_path / "config"),
-        "ANTHROPIC_API_KEY": "dummy-anthropic-key",
-        "OPENAI_API_KEY": "dummy-openai-key",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "PYTHONPATH": str(ROOT),
-    }
-    done = subprocess.run([*ASUP, "config", "enable"], env=env, capture_output=True, check=False)
-    assert done.returncode == 0, done.stderr
-    return env
+    env = user_env(
+        tmp_path, [VENDOR_BIN], DUMMY_KEYS, xdg=("state", "config"), GIT_CONFIG_GLOBAL=os.devnull
+    )
+    return enabled(env)
 
 
 def user_state(repo: Path) -> dict[str, Any]:
@@ -150,21 +129,16 @@ def user_state(repo: Path) -> dict[str, Any]:
 
 
 def run_write(env: dict[str, str], repo: Path, agent: str, replies: list[Reply]) -> str:
-    with FakeModelServer(Script(list(replies))) as server:
-        done = subprocess.run(
-            [
-                *ASUP,
-                *("run", agent, "--write", "--task", "change it", "--json"),
-                *("--endpoint", server.base_url, "--model", MODEL[agent], "--max-runtime", "120"),
-            ],
-            env=env,
-            cwd=repo,
-            capture_output=True,
-            text=True,
-            timeout=240,
-            check=False,
-        )
-    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    done, events, _ = run_json(
+        env,
+        repo,
+        agent,
+        replies,
+        "--write",
+        task="change it",
+        model=("--model", MODEL[agent]),
+        timeout=240,
+    )
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
     staged = [e for e in events if e["type"] == "review.staged"]
     assert len(staged) == 1, events
@@ -173,71 +147,24 @@ def run_write(env: dict[str, str], repo: Path, agent: str, replies: list[Reply])
 
 
 def apply_on_pty(env: dict[str, str], repo: Path, run_id: str, typed: str, *extra: str) -> str:
-    master, slave = os.openpty()
-    proc = subprocess.Popen(
+    """`asup apply` on a pty; the digits are typed only when it asks for them."""
+    code, out = on_pty(
         [*ASUP, "apply", run_id, *extra],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        cwd=repo,
-        env=env,
-        start_new_session=True,
-    )
-    os.close(slave)
-    out = bytearray()
-    deadline = time.monotonic() + TIMEOUT_S
-
-    def read_until(needle: bytes) -> None:
-        while needle not in out and time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], deadline - time.monotonic())
-            if not ready:
-                continue
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                return
-            if not chunk:
-                return
-            out.extend(chunk)
-
-    try:
-        read_until(PROMPT.encode())
-        if PROMPT.encode() in out:
-            os.write(master, typed.encode() + b"\n")
-        read_until(b"\x00never")
-        proc.wait(timeout=TIMEOUT_S)
-    finally:
-        os.close(master)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return f"exit={proc.returncode}\n" + out.decode("utf-8", "replace")
-
-
-def review_json(env: dict[str, str], repo: Path, run_id: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [*ASUP, "review", run_id, "--json"],
         env=env,
         cwd=repo,
-        capture_output=True,
-        text=True,
-        check=False,
+        timeout=TIMEOUT_S,
+        question=PROMPT.encode(),
+        answer=typed.encode(),
+        strict=False,
     )
-    assert done.returncode == 0, done.stderr
-    data: dict[str, Any] = json.loads(done.stdout)
-    return data
-
-
-def installed(agent: str) -> bool:
-    return (VENDOR_BIN / agent.split("-", 1)[0]).exists()
+    return f"exit={code}\n" + out.decode("utf-8", "replace")
 
 
 @pytest.mark.parametrize("agent", sorted(WRITES))
 def test_write_review_apply_lands_one_commit_on_a_new_branch(
     agent: str, repo: Path, env: dict[str, str]
 ) -> None:
-    if not installed(agent):
-        pytest.skip(f"{agent} is not installed under {VENDOR_BIN}")
+    need_cli(agent)
     base = git(repo, "rev-parse", "HEAD").strip()
     before = user_state(repo)
     run_id = run_write(env, repo, agent, WRITES[agent])
@@ -274,8 +201,7 @@ def test_write_review_apply_lands_one_commit_on_a_new_branch(
 def test_a_planted_key_is_flagged_and_needs_allow_flagged(
     agent: str, repo: Path, env: dict[str, str]
 ) -> None:
-    if not installed(agent):
-        pytest.skip(f"{agent} is not installed under {VENDOR_BIN}")
+    need_cli(agent)
     run_id = run_write(env, repo, agent, SECRET_WRITE[agent])
     review = review_json(env, repo, run_id)
     assert review["flagged"] is True

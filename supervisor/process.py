@@ -320,6 +320,7 @@ class ProcessWatch:
         become_subreaper()
         self.cookie = secrets.token_hex(16)
         self._tree: _Tree | None = None
+        self._signalled: list[psutil.Process] = []
 
     def env(self, env: Mapping[str, str]) -> dict[str, str]:
         """The child's environment with this run's cookie (:data:`COOKIE_VAR`)."""
@@ -340,6 +341,7 @@ class ProcessWatch:
         if self._tree is not None:
             for p in self._tree.find():
                 _signal(p, sig)
+                self._signalled.append(p)
 
     def sweep(self, grace: float) -> tuple[tuple[KilledProcess, ...], tuple[KilledProcess, ...]]:
         """After the child itself has gone: SIGTERM every process of the run, up to ``grace``
@@ -349,6 +351,9 @@ class ProcessWatch:
         if tree is None:
             return (), ()
         try:
+            # what the shutdown signalled is ending with the child, not left behind: a
+            # sandbox's init may take a moment to take its namespace down
+            tree.wait_gone(self._signalled, grace)
             survivors = tree.find()
             for p in survivors:
                 _signal(p, signals.SIGTERM)

@@ -159,6 +159,9 @@ def test_the_person_allows_a_command_and_it_runs(
     assert f"{COMMAND}' by agent '{agent}'" in text, text[-3000:]
     assert "  1  " in text
     assert any("allowed once by the person" in m for m in _decisions(evs, "policy_allow")), evs
+    # the agent, its shell and the sandbox all ended with the shutdown: no survivor to sweep
+    assert not _decisions(evs, "survivor")
+    assert not _decisions(evs, "survivor_left")
     staged = [e for e in evs if e["type"] == "review.staged"]
     assert len(staged) == 1, text[-3000:]
     assert not (repo / "OUT.txt").exists()  # in the worktree's change only, kept for review

@@ -182,3 +182,53 @@ def test_codex_http_500_fails(repo: Path, env: dict[str, str]) -> None:
         done.stderr[-3000:],
     )
     assert done.returncode == 1
+
+
+def test_codex_read(repo: Path, env: dict[str, str]) -> None:
+    """codex-acp has no read tool: it reads with `cat` through exec_command (known safe, not
+    asked), reported as a tool call of kind read."""
+    need("codex-acp")
+    replies = [
+        Reply((ToolCall("exec_command", {"cmd": "cat README.md"}),)),
+        Reply((Text("The README says the answer is 42."),)),
+    ]
+    done, evs, server = run(env, repo, "codex-acp", replies)
+    assert finished(evs)["status"] == "completed", (done.stdout[-3000:], done.stderr[-3000:])
+    calls = [e for e in evs if e["type"] == "tool_call.finished"]
+    assert [c["ok"] for c in calls] == [True]
+    assert not [e for e in evs if e["type"] == "permission.denied"]
+    # the file's content went back to the model in the tool result
+    assert "The answer is 42." in json.dumps(server.requests[-1].body)
+    assert any("answer is 42" in t for t in texts(evs))
+
+
+OUTSIDE_REPLIES = {
+    "claude-acp": lambda target: ToolCall("Write", {"file_path": target, "content": "escaped\n"}),
+    "codex-acp": lambda target: ToolCall(
+        "apply_patch",
+        f"*** Begin Patch\n*** Add File: {target}\n+escaped\n*** End Patch\n",
+        kind="custom",
+    ),
+}
+
+
+@pytest.mark.parametrize("agent", ["claude-acp", "codex-acp"])
+def test_a_write_outside_the_worktree_is_refused(
+    agent: str, repo: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    need(agent)
+    target = tmp_path / "outside" / "ESCAPED.md"
+    target.parent.mkdir()
+    replies = [Reply((OUTSIDE_REPLIES[agent](str(target)),)), Reply((Text("Done."),))]
+    done, evs, _ = run(env, repo, agent, replies, "--write")
+    outcome = finished(evs)
+    # codex's only way to refuse is to end its turn: denied; claude carries on
+    expected = "denied" if agent == "codex-acp" else "completed"
+    assert outcome["status"] == expected, (done.stdout[-3000:], done.stderr[-3000:])
+    assert not target.exists()
+    denied = [e for e in evs if e["type"] == "permission.denied"]
+    assert denied, evs
+    decisions = [e["message"] for e in evs if e.get("code") == "policy_deny"]
+    assert any(str(target) in m for m in decisions), decisions
+    assert not [e for e in evs if e["type"] == "review.staged"]
+    assert not [e for e in evs if e.get("code") in ("survivor", "survivor_left")]

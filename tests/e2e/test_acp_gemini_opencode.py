@@ -23,11 +23,13 @@ from typing import Any
 import helpers
 import pytest
 from helpers import (
+    ASUP,
     GEMINI_BIN,
     OPENCODE_BIN,
     enabled,
     finished,
     git,
+    on_pty,
     recorded,
     review_json,
     run_json,
@@ -37,6 +39,7 @@ from helpers import (
     user_env,
 )
 
+from supervisor.cli.review import PROMPT
 from supervisor.lab.script import Reply, Text, Thinking, ToolCall
 from supervisor.lab.server import FakeModelServer
 
@@ -208,6 +211,25 @@ def test_write_goes_through_the_client_and_is_staged_for_review(
     assert data["state"] == "pending"
     assert "NEW.md" in json.dumps(data)
     no_key_in_store(tmp_path)
+    # it lands only through `asup apply` at a terminal with the typed digits: one commit on a
+    # new branch, the user's branch, index and files untouched
+    run_id = staged[0]["run_id"]
+    head = git(repo, "rev-parse", "HEAD").strip()
+    code, out = on_pty(
+        [*ASUP, "apply", run_id],
+        env=env,
+        cwd=repo,
+        timeout=120,
+        question=PROMPT.encode(),
+        answer=staged[0]["sha256"][:12].encode(),
+    )
+    assert code == 0, out[-3000:]
+    branch = f"external/{run_id}"
+    assert git(repo, "rev-list", "--parents", "-n", "1", branch).split()[1] == head
+    assert git(repo, "show", f"{branch}:NEW.md") == "new file\n"
+    assert git(repo, "rev-parse", "HEAD").strip() == head
+    assert git(repo, "status", "--porcelain=v1") == before
+    assert not (repo / "NEW.md").exists()
 
 
 @pytest.mark.parametrize("where", ["absolute", "dotdot"])

@@ -142,6 +142,10 @@ class _Call:
         self.denied = False  # our answer to its permission request was a refusal
 
 
+CALLS_KEPT = 4096
+"""Tool calls the fold remembers (every unfinished one, and the newest finished ones)."""
+
+
 class AcpFold:
     """One ACP connection's messages → run events (see the module docstring)."""
 
@@ -464,6 +468,14 @@ class AcpFold:
             self._note_diffs(cid, update)
         return events + self._maybe_finish(cid, update)
 
+    def _forget_finished(self) -> None:
+        """Keep memory flat on a long session: drop the oldest finished calls until at most
+        half of :data:`CALLS_KEPT` remain (an update for a call that old would start it
+        anew; no recorded agent sends one)."""
+        excess = len(self._calls) - CALLS_KEPT // 2
+        for cid in [c for c, call in self._calls.items() if call.finished][:excess]:
+            del self._calls[cid]
+
     def _note_diffs(self, cid: str, update: dict[str, Any]) -> None:
         content = update.get("content")
         if not isinstance(content, list):
@@ -482,6 +494,8 @@ class AcpFold:
         if status not in ("completed", "failed") or call.finished:
             return []
         call.finished = True
+        if len(self._calls) > CALLS_KEPT:
+            self._forget_finished()
         ok = status == "completed"
         output = _text_of(update.get("content"))
         if output is None and isinstance(update.get("rawOutput"), str):

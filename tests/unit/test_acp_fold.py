@@ -620,3 +620,36 @@ def test_a_denied_call_the_agent_never_ends_is_a_failed_call_not_a_cut() -> None
     assert [(e.ok, e.output) for e in events if isinstance(e, ToolCallFinished)] == [
         (False, "rejected")
     ]
+
+
+def test_memory_stays_flat_over_many_finished_tool_calls() -> None:
+    from supervisor.acp.fold import CALLS_KEPT
+
+    fold = AcpFold()
+    for n in range(CALLS_KEPT * 5):
+        for status in ("pending", "completed"):
+            kind = "tool_call" if status == "pending" else "tool_call_update"
+            update = {"sessionUpdate": kind, "toolCallId": f"c{n}", "title": "t", "status": status}
+            fold.feed(
+                {"jsonrpc": "2.0", "method": "session/update", "params": {"update": update}}, "in"
+            )
+    assert len(fold._calls) <= CALLS_KEPT
+    assert fold.unrecognized == 0
+    # an unfinished call is never forgotten: the end of the stream still names it
+    fold.feed(
+        {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {
+                "update": {"sessionUpdate": "tool_call", "toolCallId": "open", "title": "t"}
+            },
+        },
+        "in",
+    )
+    for n in range(CALLS_KEPT * 2):
+        update = {"sessionUpdate": "tool_call", "toolCallId": f"d{n}", "status": "completed"}
+        fold.feed(
+            {"jsonrpc": "2.0", "method": "session/update", "params": {"update": update}}, "in"
+        )
+    cut = [e for e in fold.close() if e.type == "error"]
+    assert [e.message for e in cut] == ["the stream ended while tool call open (t) was pending"]

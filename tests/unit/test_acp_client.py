@@ -341,50 +341,7 @@ def test_probe_reads_the_npm_package_version(tmp_path: Path) -> None:
 
 # -- the run, against a scripted ACP agent (the SDK's agent side) -----------------------------
 
-FAKE_AGENT = r"""
-import asyncio, os, signal, sys
-import acp
-from acp.schema import AgentCapabilities, InitializeResponse, NewSessionResponse, PromptResponse
-
-SCENARIO = sys.argv[1]
-OUTSIDE = sys.argv[2]
-
-
-class Fake:
-    def on_connect(self, conn):
-        self.conn = conn
-        self.cancelled = asyncio.Event()
-
-    async def initialize(self, protocol_version, client_capabilities=None, client_info=None, **kw):
-        return InitializeResponse(protocol_version=protocol_version,
-                                  agent_capabilities=AgentCapabilities())
-
-    async def new_session(self, cwd, mcp_servers=None, **kw):
-        return NewSessionResponse(session_id="s1")
-
-    async def prompt(self, prompt, session_id, **kw):
-        if SCENARIO == "hang":
-            await self.cancelled.wait()
-            return PromptResponse(stop_reason="cancelled")
-        if SCENARIO == "crash":
-            os._exit(3)
-        if SCENARIO == "error":
-            raise acp.RequestError.internal_error({"details": "API Error: 500 overloaded"})
-        try:
-            await self.conn.write_text_file(path=OUTSIDE, content="x", session_id=session_id)
-        except acp.RequestError:
-            pass
-        await self.conn.session_update(session_id, acp.update_agent_message_text("all done"))
-        return PromptResponse(stop_reason="end_turn")
-
-    async def cancel(self, session_id, **kw):
-        self.cancelled.set()
-
-
-if SCENARIO == "hang":
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # needs the SIGKILL
-asyncio.run(acp.run_agent(Fake()))
-"""
+SCRIPTED_AGENT = Path(__file__).with_name("scripted_acp_agent.py")
 
 
 def _run_fake(tmp_path: Path, scenario: str, **kw: Any) -> tuple[Any, list[RunEvent], bytes]:
@@ -395,8 +352,6 @@ def _run_fake(tmp_path: Path, scenario: str, **kw: Any) -> tuple[Any, list[RunEv
 
     root = tmp_path / "wt"
     root.mkdir(exist_ok=True)
-    script = tmp_path / "fake_agent.py"
-    script.write_text(FAKE_AGENT)
     seq = SeqCounter()
     events: list[RunEvent] = []
     client = SupervisorClient(
@@ -406,7 +361,7 @@ def _run_fake(tmp_path: Path, scenario: str, **kw: Any) -> tuple[Any, list[RunEv
     outside = str(tmp_path / "outside.txt")
     run = asyncio.run(
         run_acp_agent(
-            [sys.executable, str(script), scenario, outside],
+            [sys.executable, str(SCRIPTED_AGENT), scenario, outside],
             env={"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)},
             cwd=root,
             prompt="hi",

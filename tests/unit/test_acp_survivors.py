@@ -15,43 +15,12 @@ from supervisor.acp.fold import AcpFold
 from supervisor.events import SeqCounter
 from supervisor.registry import Mode
 
-LEAVING_AGENT = r"""
-import asyncio, subprocess, sys
-import acp
-from acp.schema import AgentCapabilities, InitializeResponse, NewSessionResponse, PromptResponse
-
-PIDFILE = sys.argv[1]
-
-
-class Fake:
-    def on_connect(self, conn):
-        self.conn = conn
-
-    async def initialize(self, protocol_version, client_capabilities=None, client_info=None, **kw):
-        return InitializeResponse(protocol_version=protocol_version,
-                                  agent_capabilities=AgentCapabilities())
-
-    async def new_session(self, cwd, mcp_servers=None, **kw):
-        return NewSessionResponse(session_id="s1")
-
-    async def prompt(self, prompt, session_id, **kw):
-        # a daemon of its own: a new session, so killing the agent's group misses it
-        daemon = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
-                                  start_new_session=True, stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        open(PIDFILE, "w").write(str(daemon.pid))
-        return PromptResponse(stop_reason="end_turn")
-
-
-asyncio.run(acp.run_agent(Fake()))
-"""
+SCRIPTED_AGENT = Path(__file__).with_name("scripted_acp_agent.py")
 
 
 def test_a_process_the_agent_leaves_behind_is_killed_and_named(tmp_path: Path) -> None:
     root = tmp_path / "wt"
     root.mkdir()
-    script = tmp_path / "agent.py"
-    script.write_text(LEAVING_AGENT)
     pidfile = tmp_path / "daemon.pid"
     seq = SeqCounter()
     client = SupervisorClient(
@@ -63,7 +32,7 @@ def test_a_process_the_agent_leaves_behind_is_killed_and_named(tmp_path: Path) -
     )
     run = asyncio.run(
         run_acp_agent(
-            [sys.executable, str(script), str(pidfile)],
+            [sys.executable, str(SCRIPTED_AGENT), "leave", str(pidfile)],
             env={"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)},
             cwd=root,
             prompt="hi",

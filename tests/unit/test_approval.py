@@ -413,47 +413,7 @@ def test_terminal_approver_without_a_terminal_is_no_answer(tmp_path: Path) -> No
 
 # -- the silence budget (--max-idle) ----------------------------------------------------------
 
-IDLE_AGENT = r"""
-import asyncio, sys
-import acp
-from acp.schema import (AgentCapabilities, InitializeResponse, NewSessionResponse,
-                        PermissionOption, PromptResponse, ToolCallUpdate)
-
-SCENARIO = sys.argv[1]
-
-
-class Fake:
-    def on_connect(self, conn):
-        self.conn = conn
-        self.cancelled = asyncio.Event()
-
-    async def initialize(self, protocol_version, client_capabilities=None, client_info=None, **kw):
-        return InitializeResponse(protocol_version=protocol_version,
-                                  agent_capabilities=AgentCapabilities())
-
-    async def new_session(self, cwd, mcp_servers=None, **kw):
-        return NewSessionResponse(session_id="s1")
-
-    async def prompt(self, prompt, session_id, **kw):
-        if SCENARIO == "silent":
-            await self.cancelled.wait()
-            return PromptResponse(stop_reason="cancelled")
-        await self.conn.request_permission(
-            session_id=session_id,
-            tool_call=ToolCallUpdate(tool_call_id="c1", kind="execute", title="make",
-                                     raw_input={"command": "make"}),
-            options=[PermissionOption(option_id="ok", name="Allow", kind="allow_once"),
-                     PermissionOption(option_id="no", name="Reject", kind="reject_once")],
-        )
-        await self.conn.session_update(session_id, acp.update_agent_message_text("done"))
-        return PromptResponse(stop_reason="end_turn")
-
-    async def cancel(self, session_id, **kw):
-        self.cancelled.set()
-
-
-asyncio.run(acp.run_agent(Fake()))
-"""
+SCRIPTED_AGENT = Path(__file__).with_name("scripted_acp_agent.py")
 
 
 def _idle_run(tmp_path: Path, scenario: str, approver: Any, max_idle: float) -> Any:
@@ -464,8 +424,6 @@ def _idle_run(tmp_path: Path, scenario: str, approver: Any, max_idle: float) -> 
 
     root = tmp_path / "wt"
     root.mkdir(exist_ok=True)
-    script = tmp_path / "idle_agent.py"
-    script.write_text(IDLE_AGENT)
     seq = SeqCounter()
     client = SupervisorClient(
         root=root,
@@ -477,7 +435,7 @@ def _idle_run(tmp_path: Path, scenario: str, approver: Any, max_idle: float) -> 
     )
     return asyncio.run(
         run_acp_agent(
-            [sys.executable, str(script), scenario],
+            [sys.executable, str(SCRIPTED_AGENT), scenario],
             env={"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)},
             cwd=root,
             prompt="hi",

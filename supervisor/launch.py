@@ -99,6 +99,27 @@ def codex_config(
     )
 
 
+# Claude Code and the Claude Agent SDK: no traffic but the model API's.
+CLAUDE_QUIET_ENV = {
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "DISABLE_AUTOUPDATER": "1",
+}
+
+
+def check_launch(agent: AgentSpec, mode: Mode, endpoint: str | None) -> None:
+    """What every launch recipe refuses first: a mode the agent lacks, an unusable endpoint."""
+    if mode not in agent.modes:
+        raise Refusal(
+            f"{agent.id} does not support {mode.value} runs yet (it supports "
+            f"{', '.join(m.value for m in agent.modes)})",
+            code="mode_not_implemented",
+        )
+    if endpoint is not None:
+        endpoint_host(endpoint)
+
+
 def plan_launch(
     agent: AgentSpec,
     *,
@@ -109,22 +130,10 @@ def plan_launch(
     model: str | None = None,
     max_turns: int | None = None,
 ) -> LaunchPlan:
-    if mode not in agent.modes:
-        raise Refusal(
-            f"{agent.id} does not support {mode.value} runs yet (it supports "
-            f"{', '.join(m.value for m in agent.modes)})",
-            code="mode_not_implemented",
-        )
-    if endpoint is not None:
-        endpoint_host(endpoint)
+    check_launch(agent, mode, endpoint)
     match agent.id:
         case "claude-cli":
-            env = {
-                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-                "DISABLE_TELEMETRY": "1",
-                "DISABLE_ERROR_REPORTING": "1",
-                "DISABLE_AUTOUPDATER": "1",
-            }
+            env = dict(CLAUDE_QUIET_ENV)
             if endpoint is not None:
                 env["ANTHROPIC_BASE_URL"] = endpoint.rstrip("/")
             argv = claude_cli.build_argv(

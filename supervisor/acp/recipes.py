@@ -42,7 +42,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from supervisor.errors import Refusal
-from supervisor.launch import CODEX_DEFAULT_BASE_URL, codex_config, endpoint_host
+from supervisor.launch import (
+    CLAUDE_QUIET_ENV,
+    CODEX_DEFAULT_BASE_URL,
+    check_launch,
+    codex_config,
+)
 from supervisor.registry import AgentSpec, Mode
 
 __all__ = [
@@ -169,29 +174,16 @@ def acp_recipe(
 ) -> AcpRecipe:
     """The launch recipe of ``agent`` for one run. ``home`` is the per-run HOME as the child
     sees it; ``now_ms`` the wall clock in milliseconds (claude's blocklist timestamp)."""
-    if mode not in agent.modes:
-        raise Refusal(
-            f"{agent.id} does not support {mode.value} runs yet (it supports "
-            f"{', '.join(m.value for m in agent.modes)})",
-            code="mode_not_implemented",
-        )
+    check_launch(agent, mode, endpoint)
     if max_turns is not None:
         raise Refusal(
             f"{agent.id} takes no turn limit over ACP; bound the run with --max-runtime instead",
             code="max_turns_unsupported",
         )
-    if endpoint is not None:
-        endpoint_host(endpoint)
     home = home.rstrip("/")
     match agent.id:
         case "claude-acp":
-            env = {
-                "CLAUDE_CONFIG_DIR": f"{home}/.claude",
-                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-                "DISABLE_TELEMETRY": "1",
-                "DISABLE_ERROR_REPORTING": "1",
-                "DISABLE_AUTOUPDATER": "1",
-            }
+            env = {"CLAUDE_CONFIG_DIR": f"{home}/.claude", **CLAUDE_QUIET_ENV}
             if endpoint is not None:
                 env["ANTHROPIC_BASE_URL"] = endpoint.rstrip("/")
             if model is not None:
